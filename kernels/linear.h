@@ -1,0 +1,33 @@
+// Linear layers: y = W·x with W row-major [rows][cols], each row `cols` values of
+// one DType (F32, F16, BF16, Q8_0; Q8_0 needs cols % 32 == 0). x and y are f32.
+// Threads: OpenMP over rows inside each call (omp_get_max_threads()).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/dtype.h"
+
+namespace qkv {
+
+struct Matrix {  // a read-only weight matrix
+  const void* data = nullptr;
+  DType type = DType::F32;
+  int64_t rows = 0, cols = 0;
+};
+
+// Decode: y[r] = dot(W[r], x) for every row r.
+void matvec(const Matrix& W, const float* x, float* y);
+
+// Several matrices that share one input x, in one parallel pass (Q/K/V together,
+// gate and up together): ys[i] = Ws[i]·x. All Ws[i].cols must be equal.
+void matvec_multi(const Matrix* Ws, float* const* ys, int count, const float* x);
+
+// Batched: Y[m][r] = dot(W[r], X[m]) for m < M; X is [M][cols], Y is [M][rows]
+// (row strides cols and rows). Prefill and batched decode.
+void matmul(const Matrix& W, const float* X, int64_t M, float* Y);
+
+// The scalar reference (fp64 accumulation, rows decoded with decode_row()).
+void matmul_reference(const Matrix& W, const float* X, int64_t M, float* Y);
+
+}  // namespace qkv

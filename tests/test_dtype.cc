@@ -1,0 +1,84 @@
+// Scalar element-type conversions: the contract every SIMD path is checked against.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "kernels/dtype.h"
+
+using namespace qkv;
+
+TEST_CASE("bf16 rounds to nearest even") {
+  CHECK(bf16_to_f32(f32_to_bf16(1.005859375f)) == 1.0078125f);  // above the tie: up
+  CHECK(bf16_to_f32(f32_to_bf16(1.00390625f)) == 1.0f);         // exact tie, even is 1.0
+  CHECK(bf16_to_f32(f32_to_bf16(1.01171875f)) == 1.015625f);    // tie, even is up
+  CHECK(bf16_to_f32(f32_to_bf16(-2.5f)) == -2.5f);
+  CHECK(bf16_to_f32(f32_to_bf16(0.0f)) == 0.0f);
+  CHECK(std::signbit(bf16_to_f32(f32_to_bf16(-0.0f))));
+  CHECK(std::isinf(bf16_to_f32(f32_to_bf16(std::numeric_limits<float>::infinity()))));
+  CHECK(std::isnan(bf16_to_f32(f32_to_bf16(std::numeric_limits<float>::quiet_NaN()))));
+  const float sub = f32_from_bits(0x00010000u);  // a subnormal bf16 can hold survives
+  CHECK(bf16_to_f32(f32_to_bf16(sub)) == sub);
+  CHECK(bf16_to_f32(f32_to_bf16(f32_from_bits(0x00000003u))) == 0.0f);  // too small: rounds to 0
+}
+
+TEST_CASE("f16 round trip and rounding") {
+  // Every f16 bit pattern that is not NaN converts to f32 and back unchanged.
+  for (uint32_t h = 0; h < 0x10000; ++h) {
+    const float f = f16_to_f32(static_cast<uint16_t>(h));
+    if (std::isnan(f)) continue;
+    REQUIRE(f32_to_f16(f) == h);
+  }
+  CHECK(f16_to_f32(f32_to_f16(1.0f + 1.0f / 2048)) == 1.0f);            // tie to even (down)
+  CHECK(f16_to_f32(f32_to_f16(1.0f + 3.0f / 2048)) == 1.0f + 2.0f / 1024);  // tie to even (up)
+  CHECK(f16_to_f32(f32_to_f16(65504.0f)) == 65504.0f);
+  CHECK(std::isinf(f16_to_f32(f32_to_f16(65520.0f))));
+  CHECK(f16_to_f32(f32_to_f16(65519.0f)) == 65504.0f);
+  CHECK(f16_to_f32(f32_to_f16(std::ldexp(1.0f, -24))) == std::ldexp(1.0f, -24));  // smallest subnormal
+  CHECK(f16_to_f32(f32_to_f16(std::ldexp(1.0f, -26))) == 0.0f);
+}
+
+TEST_CASE("q8_0 blocks") {
+  std::vector<float> x(32), y(32);
+  SUBCASE("zeros stay zero") {
+    BlockQ8_0 b;
+    quantize_q8_0_block(x.data(), &b);
+    dequantize_q8_0_block(b, y.data());
+    for (float v : y) CHECK(v == 0.0f);
+  }
+  SUBCASE("all-equal block is exact up to the f16 scale") {
+    for (auto& v : x) v = 0.75f;
+    BlockQ8_0 b;
+    quantize_q8_0_block(x.data(), &b);
+    dequantize_q8_0_block(b, y.data());
+    for (int i = 0; i < 32; ++i) CHECK(b.qs[i] == 127);
+    for (float v : y) CHECK(v == doctest::Approx(0.75).epsilon(1e-3));
+  }
+  SUBCASE("one huge outlier: error bounded by half a step") {
+    for (int i = 0; i < 32; ++i) x[i] = 0.01f * (i - 16);
+    x[5] = 1000.0f;
+    BlockQ8_0 b;
+    quantize_q8_0_block(x.data(), &b);
+    dequantize_q8_0_block(b, y.data());
+    const float step = f16_to_f32(b.d);
+    for (int i = 0; i < 32; ++i) CHECK(std::fabs(y[i] - x[i]) <= 0.5f * step + 1000.0f * 1e-3f);
+    CHECK(y[5] == doctest::Approx(1000.0).epsilon(1e-3));
+  }
+}
+
+TEST_CASE("row encode/decode agree with the block functions and reject bad lengths") {
+  std::vector<float> x(64);
+  for (int i = 0; i < 64; ++i) x[i] = std::sin(0.3f * i) * 3;
+  for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q8_0}) {
+    std::vector<uint8_t> buf(dtype_row_bytes(t, 64));
+    std::vector<float> y(64);
+    encode_row(t, x.data(), 64, buf.data());
+    decode_row(t, buf.data(), 64, y.data());
+    const double tol = t == DType::F32 ? 0 : t == DType::F16 ? 3 * 0x1p-11 : t == DType::BF16 ? 3 * 0x1p-8 : 3.0 / 127;
+    for (int i = 0; i < 64; ++i) CHECK(std::fabs(y[i] - x[i]) <= tol * 1.0001);
+  }
+  std::vector<uint8_t> buf(100);
+  CHECK_THROWS_WITH(encode_row(DType::Q8_0, x.data(), 40, buf.data()),
+                    doctest::Contains("cannot be stored as q8_0"));
+}

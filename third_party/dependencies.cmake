@@ -1,0 +1,30 @@
+# Finds qkv's dependencies, all from Debian 12 packages, and names the package
+# to install when one is missing. Nothing upstream is copied here.
+
+function(qkv_require found_var what package)
+  if(NOT ${found_var})
+    message(FATAL_ERROR "qkv needs ${what}: install the Debian package '${package}' "
+                        "(scripts/setup.sh installs everything), then configure again.")
+  endif()
+endfunction()
+
+find_package(hwy CONFIG QUIET)
+qkv_require(hwy_FOUND "Highway (hwy::hwy)" libhwy-dev)
+
+find_package(OpenMP QUIET COMPONENTS CXX)
+qkv_require(OpenMP_CXX_FOUND "OpenMP (OpenMP::OpenMP_CXX)" "g++ (libgomp)")
+
+find_package(dnnl CONFIG QUIET)
+qkv_require(dnnl_FOUND "oneDNN (DNNL::dnnl)" libdnnl-dev)
+
+if(QKV_BUILD_TESTS)
+  find_package(doctest CONFIG QUIET)
+  qkv_require(doctest_FOUND "doctest (doctest::doctest)" doctest-dev)
+endif()
+
+if(QKV_BUILD_BENCH)
+  find_package(benchmark CONFIG QUIET)
+  qkv_require(benchmark_FOUND "Google Benchmark (benchmark::benchmark)" libbenchmark-dev)
+endif()
+
+find_package(Threads REQUIRED)

@@ -1,0 +1,11 @@
+// The subcommands of the qkv command line, one cmd_*.cc each.
+// Each takes (argc, argv) with argv[0] the subcommand name, returns the exit
+// code (0 ok, 1 runtime error, 2 bad usage), and may throw qkv::Error.
+#pragma once
+
+namespace qkv::tools {
+
+int cmd_version(int argc, char** argv);
+int cmd_info(int argc, char** argv);
+
+}  // namespace qkv::tools

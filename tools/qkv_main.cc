@@ -1,0 +1,55 @@
+// qkv: the command line. Each subcommand lives in its own cmd_*.cc and is listed
+// in kCommands below; this file only dispatches and turns errors into exit codes.
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <string>
+
+#include "tools/commands.h"
+
+namespace {
+
+struct Command {
+  const char* name;
+  int (*run)(int argc, char** argv);  // argv[0] is the subcommand's name
+  const char* help;
+};
+
+const Command kCommands[] = {
+    {"version", qkv::tools::cmd_version, "print the version and the SIMD target"},
+    {"info", qkv::tools::cmd_info, "describe a model file (or --cpu: this machine's SIMD targets)"},
+};
+
+void print_usage(FILE* out) {
+  std::fprintf(out, "usage: qkv <command> [options]\n\ncommands:\n");
+  for (const Command& c : kCommands) std::fprintf(out, "  %-12s %s\n", c.name, c.help);
+  std::fprintf(out, "\n'qkv <command> --help' describes a command's options.\n");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    print_usage(stderr);
+    return 2;
+  }
+  const std::string name = argv[1];
+  if (name == "--help" || name == "-h" || name == "help") {
+    print_usage(stdout);
+    return 0;
+  }
+  if (name == "--version" || name == "-v") return qkv::tools::cmd_version(argc - 1, argv + 1);
+  for (const Command& c : kCommands) {
+    if (name == c.name) {
+      try {
+        return c.run(argc - 1, argv + 1);
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "qkv %s: error: %s\n", c.name, e.what());
+        return 1;
+      }
+    }
+  }
+  std::fprintf(stderr, "qkv: unknown command '%s'\n\n", name.c_str());
+  print_usage(stderr);
+  return 2;
+}
