@@ -1,3 +1,4 @@
+// ctest-labels: kernels asan
 // Scalar element-type conversions: the contract every SIMD path is checked against.
 #include <doctest/doctest.h>
 
