@@ -1,0 +1,83 @@
+// The KV cache: K and V for the model's KV heads only (Hkv, not Hq), per layer,
+// for several sequences (slots) of fixed capacity.
+//
+// Layout (per layer, for K and likewise V):
+//   [seq][kv_head][position][row of head_dim values in the cache's DType]
+// One KV head's positions of one sequence are contiguous, so the attention
+// kernel streams them front to back with no gaps, and every query head of a
+// GQA group reads the same contiguous run while it is hot. This maps onto the
+// kernel's KVView directly: batch_stride = one sequence, head_stride = capacity
+// rows, row_stride = one row; nothing is copied to attend.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "kernels/attention.h"
+#include "kernels/dtype.h"
+
+namespace qkv {
+
+struct KVCacheConfig {
+  int64_t n_layers = 0;
+  int64_t n_kv_heads = 0;
+  int64_t head_dim = 0;
+  int64_t capacity = 0;  // positions per sequence
+  int64_t n_seqs = 1;    // sequences (slots)
+  DType type = DType::F16;
+  uint64_t memory_limit = 0;  // bytes; 0: no limit. Creation over it fails before allocating.
+};
+
+class KVCache {
+ public:
+  // Throws qkv::Error on impossible shapes, a byte size over memory_limit, or an
+  // overflow in the size arithmetic, before allocating anything.
+  explicit KVCache(const KVCacheConfig& config);
+
+  // Exact bytes a cache of this configuration holds (K and V, all layers and sequences).
+  static uint64_t bytes_for(const KVCacheConfig& config);
+  uint64_t bytes() const { return bytes_for(config_); }
+  // Bytes of K and V per position per sequence (all layers).
+  uint64_t bytes_per_token() const;
+  const KVCacheConfig& config() const { return config_; }
+
+  int64_t length(int64_t seq) const;  // positions stored for seq
+
+  // Writes K and V of n positions starting at pos (pos <= length(seq),
+  // pos + n <= capacity) for one layer; k and v are [n][n_kv_heads*head_dim] f32,
+  // converted to the cache's type. The length is not changed: the decoder writes
+  // every layer, then commit()s.
+  void store(int64_t layer, int64_t seq, int64_t pos, int64_t n, const float* k, const float* v);
+  // Sets length(seq) to new_length (<= capacity) after every layer was stored.
+  void commit(int64_t seq, int64_t new_length);
+  // Appends n positions to every layer at once: k, v are [n_layers][n][kv_dim].
+  void append(int64_t seq, int64_t n, const float* k, const float* v);
+  void truncate(int64_t seq, int64_t new_length);  // new_length <= length(seq)
+  void clear(int64_t seq);
+  // Copies the first n positions of src into dst (a shared system prompt); dst's length becomes n.
+  void copy_prefix(int64_t src, int64_t dst, int64_t n);
+
+  // Views over all sequences of one layer (batch index == sequence index).
+  KVView keys(int64_t layer) const;
+  KVView values(int64_t layer) const;
+
+  // Decode attention: one new query token for each of n sequences seqs[i], whose
+  // K/V (including the new token's) are already stored up to length
+  // len[i] (so that query sits at position len[i]-1). q and out are
+  // [n][n_heads*head_dim]. Threads split over (sequence, KV head, key chunk)
+  // with exact merging. scale 0: 1/sqrt(head_dim).
+  void attend_decode(int64_t layer, const int64_t* seqs, const int64_t* len, int64_t n,
+                     int64_t n_heads, const float* q, float* out, float scale = 0.0f) const;
+
+ private:
+  KVCacheConfig config_;
+  std::vector<int64_t> lengths_;
+  uint8_t* data_ = nullptr;  // one aligned allocation: [layer][K|V][seq][head][pos][row]
+  // (implementation detail; see kv_cache.cc)
+ public:
+  ~KVCache();
+  KVCache(const KVCache&) = delete;
+  KVCache& operator=(const KVCache&) = delete;
+};
+
+}  // namespace qkv
