@@ -10,9 +10,18 @@
 
 namespace qkv {
 
+// What kind of failure an Error is, for callers that map errors to codes
+// (the C API). Most errors are bad input of one kind or another: kInvalid.
+enum class ErrorKind { kInvalid, kIO, kFormat, kContextOverflow, kOutOfMemory };
+
 class Error : public std::runtime_error {
  public:
-  explicit Error(const std::string& what) : std::runtime_error(what) {}
+  explicit Error(const std::string& what, ErrorKind kind = ErrorKind::kInvalid)
+      : std::runtime_error(what), kind_(kind) {}
+  ErrorKind kind() const { return kind_; }
+
+ private:
+  ErrorKind kind_;
 };
 
 namespace detail {
@@ -28,6 +37,12 @@ std::string concat(Args&&... args) {
 template <typename... Args>
 [[noreturn]] void fail(Args&&... args) {
   throw Error(detail::concat(std::forward<Args>(args)...));
+}
+
+// Like fail(), with a kind other than kInvalid.
+template <typename... Args>
+[[noreturn]] void fail_as(ErrorKind kind, Args&&... args) {
+  throw Error(detail::concat(std::forward<Args>(args)...), kind);
 }
 
 }  // namespace qkv

@@ -8,6 +8,18 @@
 // GQA group reads the same contiguous run while it is hot. This maps onto the
 // kernel's KVView directly: batch_stride = one sequence, head_stride = capacity
 // rows, row_stride = one row; nothing is copied to attend.
+//
+// Rows are packed (row_stride == dtype_row_bytes(type, head_dim), no padding), so
+// bytes() is exactly n_layers * 2 * n_seqs * n_kv_heads * capacity * row bytes:
+// padding would only add bytes the streaming reads must skip. The whole cache is
+// one anonymous mapping aligned to 2 MiB and advised for transparent huge pages
+// (a long KV stream touches fewer TLB entries); its pages are committed by the
+// kernel on first write, so RSS grows with the tokens actually stored.
+//
+// Besides the committed length of each sequence, the cache tracks per (layer,
+// sequence) how many positions hold stored data ("stored extent"). That lets
+// commit() and attend_decode() reject a length whose K/V were never written for
+// some layer, instead of silently reading stale rows.
 #pragma once
 
 #include <cstdint>
@@ -69,10 +81,29 @@ class KVCache {
   void attend_decode(int64_t layer, const int64_t* seqs, const int64_t* len, int64_t n,
                      int64_t n_heads, const float* q, float* out, float scale = 0.0f) const;
 
+  // Positions of seq holding stored K/V in layer (>= length(seq) once committed;
+  // grows ahead of length() between store() and commit()).
+  int64_t stored(int64_t layer, int64_t seq) const;
+  // Bytes of one row (one position of one KV head) in the cache's type.
+  int64_t row_bytes() const { return row_bytes_; }
+
  private:
+  void check_layer(int64_t layer, const char* what) const;
+  void check_seq(int64_t seq, const char* what) const;
+  // Start of K (kv = 0) or V (kv = 1) of sequence seq in layer.
+  uint8_t* seq_base(int64_t layer, int kv, int64_t seq) const;
+  KVView view(int64_t layer, int kv) const;
+  int64_t& stored_ref(int64_t layer, int64_t seq) { return stored_[layer * config_.n_seqs + seq]; }
+
   KVCacheConfig config_;
   std::vector<int64_t> lengths_;
+  std::vector<int64_t> stored_;  // [layer][seq] stored extent
+  int64_t row_bytes_ = 0;        // one position of one KV head
+  int64_t head_bytes_ = 0;       // capacity rows
+  int64_t seq_bytes_ = 0;        // n_kv_heads heads
   uint8_t* data_ = nullptr;  // one aligned allocation: [layer][K|V][seq][head][pos][row]
+  void* mapping_ = nullptr;  // the mapping data_ lies in, and its size
+  size_t mapping_bytes_ = 0;
   // (implementation detail; see kv_cache.cc)
  public:
   ~KVCache();

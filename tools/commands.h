@@ -7,5 +7,6 @@ namespace qkv::tools {
 
 int cmd_version(int argc, char** argv);
 int cmd_info(int argc, char** argv);
+int cmd_run(int argc, char** argv);
 
 }  // namespace qkv::tools

@@ -17,6 +17,7 @@ struct Command {
 
 const Command kCommands[] = {
     {"version", qkv::tools::cmd_version, "print the version and the SIMD target"},
+    {"run", qkv::tools::cmd_run, "generate text from a prompt"},
     {"info", qkv::tools::cmd_info, "describe a model file (or --cpu: this machine's SIMD targets)"},
 };
 

@@ -1,0 +1,179 @@
+// Decode matvec and batched matmul throughput per weight dtype, with a naive
+// scalar baseline in the same binary for ratios.
+//
+// Decode reads every weight once per token from DRAM, so the matvec benchmarks
+// cycle through enough copies of the matrix (>= 192 MB in all) that each call
+// streams from memory rather than from the 32 MB L3; bytes/s counts weight bytes.
+// The first argument is the thread count (OpenMP), e.g.
+//   bench_linear --benchmark_filter='matvec/f16/5632x2048' --benchmark_repetitions=5
+//       --benchmark_report_aggregates_only=true
+#include <benchmark/benchmark.h>
+#include <omp.h>
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels/dtype.h"
+#include "kernels/linear.h"
+#include "kernels/linear_internal.h"
+
+using namespace qkv;
+
+namespace {
+
+constexpr size_t kStreamBytes = size_t(192) << 20;
+
+struct Weights {
+  std::vector<std::vector<uint8_t>> copies;
+  int64_t rows = 0, cols = 0;
+  DType type = DType::F32;
+  size_t bytes() const { return dtype_row_bytes(type, size_t(cols)) * size_t(rows); }
+  Matrix matrix(size_t i) const { return Matrix{copies[i % copies.size()].data(), type, rows, cols}; }
+};
+
+Weights make_weights(DType t, int64_t rows, int64_t cols, size_t min_total) {
+  Weights w;
+  w.rows = rows;
+  w.cols = cols;
+  w.type = t;
+  std::mt19937 rng(1);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  std::vector<float> row(static_cast<size_t>(cols));
+  const size_t rb = dtype_row_bytes(t, size_t(cols));
+  const size_t n = std::max<size_t>(1, (min_total + w.bytes() - 1) / w.bytes());
+  w.copies.emplace_back(w.bytes());
+  for (int64_t r = 0; r < rows; ++r) {
+    for (auto& v : row) v = u(rng);
+    encode_row(t, row.data(), size_t(cols), w.copies[0].data() + r * rb);
+  }
+  while (w.copies.size() < n) w.copies.push_back(w.copies[0]);  // distinct memory, same values
+  return w;
+}
+
+std::vector<float> random_vec(size_t n) {
+  std::mt19937 rng(2);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  std::vector<float> v(n);
+  for (auto& x : v) x = u(rng);
+  return v;
+}
+
+double peak_rss_mb() {
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  return ru.ru_maxrss / 1024.0;
+}
+
+// The plain loop a first version would write: decode each weight, multiply, add.
+void naive_matvec(const Matrix& W, const float* x, float* y) {
+  const size_t cols = size_t(W.cols), rb = dtype_row_bytes(W.type, cols);
+  const auto* base = static_cast<const uint8_t*>(W.data);
+  for (int64_t r = 0; r < W.rows; ++r) {
+    const uint8_t* row = base + r * rb;
+    float s = 0;
+    for (size_t i = 0; i < cols; ++i) {
+      float w;
+      switch (W.type) {
+        case DType::F32: std::memcpy(&w, row + 4 * i, 4); break;
+        case DType::F16: { uint16_t h; std::memcpy(&h, row + 2 * i, 2); w = f16_to_f32(h); break; }
+        case DType::BF16: { uint16_t h; std::memcpy(&h, row + 2 * i, 2); w = bf16_to_f32(h); break; }
+        default: {
+          const uint8_t* blk = row + (i / 32) * sizeof(BlockQ8_0);
+          uint16_t d;
+          std::memcpy(&d, blk, 2);
+          w = f16_to_f32(d) * float(int8_t(blk[2 + i % 32]));
+        }
+      }
+      s += w * x[i];
+    }
+    y[r] = s;
+  }
+}
+
+void BM_matvec(benchmark::State& state, DType t, int64_t rows, int64_t cols, bool naive) {
+  const int threads = int(state.range(0));
+  omp_set_num_threads(threads);
+  const Weights w = make_weights(t, rows, cols, naive ? 0 : kStreamBytes);
+  const auto x = random_vec(size_t(cols));
+  std::vector<float> y(static_cast<size_t>(rows));
+  size_t i = 0;
+  for (auto _ : state) {
+    const Matrix m = w.matrix(i++);
+    if (naive) naive_matvec(m, x.data(), y.data());
+    else matvec(m, x.data(), y.data());
+    benchmark::DoNotOptimize(y.data());
+    benchmark::ClobberMemory();
+  }
+  state.counters["bytes/s"] = benchmark::Counter(double(w.bytes()) * state.iterations(),
+                                                 benchmark::Counter::kIsRate, benchmark::Counter::kIs1024);
+  state.counters["copies"] = double(w.copies.size());
+}
+
+// Flop rate of Y = X·Wᵀ for M inputs; `mode` 0 = matmul(), 1/2 = oneDNN in f32/bf16.
+void BM_matmul(benchmark::State& state, DType t, int64_t rows, int64_t cols, int mode) {
+  const int64_t M = state.range(0);
+  omp_set_num_threads(int(state.range(1)));
+  const Weights w = make_weights(t, rows, cols, 0);
+  const auto X = random_vec(size_t(M * cols));
+  std::vector<float> Y(size_t(M * rows));
+  const Matrix m = w.matrix(0);
+  for (auto _ : state) {
+    if (mode == 0) matmul(m, X.data(), M, Y.data());
+    else detail::matmul_onednn(m, X.data(), M, Y.data(),
+                               mode == 1 ? detail::GemmPrecision::kF32 : detail::GemmPrecision::kBF16);
+    benchmark::DoNotOptimize(Y.data());
+    benchmark::ClobberMemory();
+  }
+  state.counters["FLOP/s"] = benchmark::Counter(2.0 * M * rows * cols * state.iterations(),
+                                                benchmark::Counter::kIsRate, benchmark::Counter::kIs1000);
+  state.counters["peak_rss_MB"] = peak_rss_mb();
+}
+
+const struct { int64_t rows, cols; } kMatvecShapes[] = {
+    {576, 576}, {1536, 576}, {32000, 576}, {2048, 2048}, {5632, 2048}, {32000, 2048}};
+constexpr DType kTypes[] = {DType::F32, DType::F16, DType::BF16, DType::Q8_0};
+
+int register_all() {
+  for (DType t : kTypes) {
+    for (const auto& s : kMatvecShapes) {
+      const std::string shape = std::to_string(s.rows) + "x" + std::to_string(s.cols);
+      benchmark::RegisterBenchmark(("matvec/" + std::string(dtype_name(t)) + "/" + shape).c_str(), BM_matvec, t,
+                                   s.rows, s.cols, false)
+          ->Arg(1)->Arg(2)->UseRealTime();
+      if (s.rows * s.cols <= 2048 * 2048) {
+        benchmark::RegisterBenchmark(("naive_matvec/" + std::string(dtype_name(t)) + "/" + shape).c_str(),
+                                     BM_matvec, t, s.rows, s.cols, true)
+            ->Arg(1)->UseRealTime();
+      }
+    }
+    for (const auto& s : {kMatvecShapes[3], kMatvecShapes[4]}) {
+      const std::string shape = std::to_string(s.rows) + "x" + std::to_string(s.cols);
+      auto* b = benchmark::RegisterBenchmark(("matmul/" + std::string(dtype_name(t)) + "/" + shape).c_str(),
+                                             BM_matmul, t, s.rows, s.cols, 0);
+      for (int64_t M : {1, 4, 16, 64, 256, 512}) b->Args({M, 2});
+      b->UseRealTime();
+      if (t != DType::F32) {
+        // The two oneDNN precisions for decoded weights, side by side.
+        for (int mode : {1, 2}) {
+          auto* o = benchmark::RegisterBenchmark(
+              ("onednn_" + std::string(mode == 1 ? "f32" : "bf16") + "/" + dtype_name(t) + "/" + shape).c_str(),
+              BM_matmul, t, s.rows, s.cols, mode);
+          for (int64_t M : {64, 512}) o->Args({M, 2});
+          o->UseRealTime();
+        }
+      }
+    }
+  }
+  return 0;
+}
+
+const int registered = register_all();
+
+}  // namespace
+
+BENCHMARK_MAIN();

@@ -1,0 +1,143 @@
+// Large-batch matmul (prefill) through oneDNN 2.6: Y[M][N] = X[M][K] · Wᵀ with W
+// row-major [N][K], read in place as a K x N matrix with strides {1, K}.
+//
+// F32 weights: one f32 GEMM. Other weights are never converted as a whole (a
+// cached copy would double the resident weights): tiles of rows are decoded into
+// a reusable per-thread scratch of about 2 MB, in the GEMM's precision, and each
+// tile is one GEMM writing its columns of Y. BF16 weights in bf16 mode need no
+// decode at all. Primitives are cached by shape (creating one costs far more
+// than a small GEMM).
+#include <omp.h>
+
+#include <algorithm>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <tuple>
+#include <vector>
+
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include "kernels/error.h"
+#include "kernels/linear_internal.h"
+
+namespace qkv {
+namespace detail {
+namespace {
+
+using dnnl::memory;
+
+dnnl::engine& cpu_engine() {
+  static dnnl::engine engine(dnnl::engine::kind::cpu, 0);
+  return engine;
+}
+
+// M, K, N, ldc, weight/activation type.
+using GemmKey = std::tuple<int64_t, int64_t, int64_t, int64_t, int>;
+
+// Thread-safe cache of matmul primitives by shape.
+std::shared_ptr<dnnl::matmul> gemm_primitive(int64_t M, int64_t K, int64_t N, int64_t ldc,
+                                             memory::data_type dt) {
+  static std::mutex mu;
+  static std::map<GemmKey, std::shared_ptr<dnnl::matmul>> cache;
+  const GemmKey key{M, K, N, ldc, static_cast<int>(dt)};
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    auto it = cache.find(key);
+    if (it != cache.end()) return it->second;
+  }
+  const memory::desc src({M, K}, dt, memory::dims{K, 1});
+  const memory::desc wei({K, N}, dt, memory::dims{1, K});
+  const memory::desc dst({M, N}, memory::data_type::f32, memory::dims{ldc, 1});
+  const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(src, wei, dst), cpu_engine());
+  auto prim = std::make_shared<dnnl::matmul>(pd);
+  std::lock_guard<std::mutex> lock(mu);
+  // Bounded: shapes come from the model, but do not grow without limit.
+  if (cache.size() >= 256) cache.clear();
+  return cache.emplace(key, prim).first->second;
+}
+
+// Y (row stride ldc) = A[M][K] · B where B's column n is the K values at b + n*K.
+void run_gemm(const void* a, const void* b, float* y, int64_t M, int64_t K, int64_t N, int64_t ldc,
+              memory::data_type dt) {
+  auto prim = gemm_primitive(M, K, N, ldc, dt);
+  auto& eng = cpu_engine();
+  memory ma({{M, K}, dt, memory::dims{K, 1}}, eng, const_cast<void*>(a));
+  memory mb({{K, N}, dt, memory::dims{1, K}}, eng, const_cast<void*>(b));
+  memory mc({{M, N}, memory::data_type::f32, memory::dims{ldc, 1}}, eng, y);
+  dnnl::stream stream(eng);
+  prim->execute(stream, {{DNNL_ARG_SRC, ma}, {DNNL_ARG_WEIGHTS, mb}, {DNNL_ARG_DST, mc}});
+  stream.wait();
+}
+
+// Reusable scratch: grows to the largest tile seen, never shrinks (a few MB).
+template <typename T>
+T* scratch(std::vector<T>& buf, size_t n) {
+  if (buf.size() < n) buf.resize(n);
+  return buf.data();
+}
+
+// Decodes rows [r0, r0+n) of W into `out` as f32 or bf16, rows split over threads.
+void decode_tile(const Matrix& W, int64_t r0, int64_t n, GemmPrecision p, void* out) {
+  const int64_t K = W.cols;
+#pragma omp parallel if (omp_get_max_threads() > 1 && n * K >= 65536)
+  {
+    const int parts = omp_get_num_threads(), part = omp_get_thread_num();
+    const int64_t lo = r0 + n * part / parts, hi = r0 + n * (part + 1) / parts;
+    if (p == GemmPrecision::kF32) {
+      decode_rows_f32(W, lo, hi, static_cast<float*>(out) + (lo - r0) * K);
+    } else {
+      static thread_local std::vector<float> row;
+      float* f = scratch(row, static_cast<size_t>(K));
+      for (int64_t r = lo; r < hi; ++r) {
+        decode_rows_f32(W, r, r + 1, f);
+        round_to_bf16(f, static_cast<size_t>(K), static_cast<uint16_t*>(out) + (r - r0) * K);
+      }
+    }
+  }
+}
+
+}  // namespace
+
+GemmPrecision default_gemm_precision(DType t) {
+  // BF16 weights run natively in bf16 (weights exact, no decode). F16 and Q8_0:
+  // see the measurements in bench/bench_linear.cc.
+  return t == DType::BF16 ? GemmPrecision::kBF16 : GemmPrecision::kF32;
+}
+
+void matmul_onednn(const Matrix& W, const float* X, int64_t M, float* Y) {
+  matmul_onednn(W, X, M, Y, default_gemm_precision(W.type));
+}
+
+void matmul_onednn(const Matrix& W, const float* X, int64_t M, float* Y, GemmPrecision p) {
+  const int64_t K = W.cols, N = W.rows;
+  if (W.type == DType::F32) p = GemmPrecision::kF32;
+  const memory::data_type dt = p == GemmPrecision::kF32 ? memory::data_type::f32 : memory::data_type::bf16;
+  try {
+    const void* a = X;
+    static thread_local std::vector<uint16_t> x_bf16;
+    if (p == GemmPrecision::kBF16) {
+      uint16_t* xb = scratch(x_bf16, static_cast<size_t>(M * K));
+      round_to_bf16(X, static_cast<size_t>(M * K), xb);
+      a = xb;
+    }
+    const bool in_place = W.type == DType::F32 || (W.type == DType::BF16 && p == GemmPrecision::kBF16);
+    if (in_place) return run_gemm(a, W.data, Y, M, K, N, N, dt);
+    // Tiles of about 2 MB of decoded weights, a multiple of 64 rows.
+    const size_t elem = p == GemmPrecision::kF32 ? 4 : 2;
+    const int64_t tile = std::max<int64_t>(64, int64_t(2 << 20) / (K * int64_t(elem)) / 64 * 64);
+    static thread_local std::vector<uint8_t> tile_buf;
+    void* wt = scratch(tile_buf, static_cast<size_t>(std::min(tile, N) * K) * elem);
+    for (int64_t r0 = 0; r0 < N; r0 += tile) {
+      const int64_t n = std::min(tile, N - r0);
+      decode_tile(W, r0, n, p, wt);
+      run_gemm(a, wt, Y + r0, M, K, n, N, dt);
+    }
+  } catch (const dnnl::error& e) {
+    fail("matmul: oneDNN failed for ", M, "x", K, " times ", dtype_name(W.type), " ", N, "x", K, ": ",
+         e.what());
+  }
+}
+
+}  // namespace detail
+}  // namespace qkv

@@ -1,0 +1,421 @@
+// Linear layers y = W·x for F32, F16, BF16 and Q8_0 weights.
+//
+// Decode (matvec) is memory bound: one templated Highway kernel converts weights
+// in registers and works on 4 output rows per pass, so 4 weight streams are in
+// flight with independent accumulators. Small batches (matmul with M <= 16)
+// decode 4 weight rows once into an f32 scratch that stays in L1/L2 and reuse
+// them for every input, so a batch costs about one read of the weights. Large
+// batches (prefill) go to oneDNN (kernels/gemm_onednn.cc).
+//
+// Threads: one OpenMP region per call; rows are split in contiguous ranges of
+// whole 4-row blocks, so every row is computed by the same code whatever the
+// thread count (1 and 2 threads give bit-identical results). Called from inside a
+// parallel region, the call runs serially on the calling thread.
+#include "kernels/linear.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "kernels/error.h"
+#include "kernels/linear_internal.h"
+
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "kernels/linear.cc"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+#include "hwy/highway.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace qkv {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+using DF = hn::ScalableTag<float>;
+using VF = hn::Vec<DF>;
+
+// Lanes(df) weights of a row starting at column i, converted to f32 (F32/F16/BF16).
+template <DType T>
+HWY_INLINE VF LoadWeights(DF df, const uint8_t* row, size_t i) {
+  if constexpr (T == DType::F32) {
+    return hn::LoadU(df, reinterpret_cast<const float*>(row) + i);
+  } else if constexpr (T == DType::F16) {
+    const hn::Rebind<hwy::float16_t, DF> dh;
+    return hn::PromoteTo(df, hn::LoadU(dh, reinterpret_cast<const hwy::float16_t*>(row) + i));
+  } else {
+    const hn::Rebind<hwy::bfloat16_t, DF> db;
+    return hn::PromoteTo(df, hn::LoadU(db, reinterpret_cast<const hwy::bfloat16_t*>(row) + i));
+  }
+}
+
+// One weight of a row, for the column tail (F32/F16/BF16).
+template <DType T>
+HWY_INLINE float LoadWeight(const uint8_t* row, size_t i) {
+  if constexpr (T == DType::F32) {
+    float v;
+    std::memcpy(&v, row + 4 * i, 4);
+    return v;
+  } else {
+    uint16_t h;
+    std::memcpy(&h, row + 2 * i, 2);
+    return T == DType::F16 ? f16_to_f32(h) : bf16_to_f32(h);
+  }
+}
+
+HWY_INLINE float Q8Scale(const uint8_t* block) {
+  uint16_t d;
+  std::memcpy(&d, block, 2);  // blocks are 34 bytes: the scale may be unaligned
+  return f16_to_f32(d);
+}
+
+// y[r] = dot(row r, x) for R consecutive rows starting at w.
+template <DType T, size_t R>
+HWY_INLINE void DotRows(const uint8_t* HWY_RESTRICT w, size_t row_bytes, size_t cols,
+                        const float* HWY_RESTRICT x, float* HWY_RESTRICT y) {
+  const DF df;
+  const size_t N = hn::Lanes(df);
+  VF acc[R];
+  for (size_t r = 0; r < R; ++r) acc[r] = hn::Zero(df);
+  if constexpr (T == DType::Q8_0) {
+    // Dequantize in registers: int8 -> f32, dot with x over the block, then one
+    // FMA with the block scale. Weights enter exactly (d*q is exact in f32).
+    const hn::Rebind<int8_t, DF> d8;
+    const hn::Rebind<int32_t, DF> di;
+    const size_t blocks = cols / kQ8BlockSize;
+    for (size_t b = 0; b < blocks; ++b) {
+      const float* HWY_RESTRICT xb = x + b * kQ8BlockSize;
+      for (size_t r = 0; r < R; ++r) {
+        const uint8_t* blk = w + r * row_bytes + b * sizeof(BlockQ8_0);
+        const int8_t* qs = reinterpret_cast<const int8_t*>(blk + 2);
+        VF s = hn::Zero(df);
+        for (size_t j = 0; j < kQ8BlockSize; j += N) {
+          const VF q = hn::ConvertTo(df, hn::PromoteTo(di, hn::LoadU(d8, qs + j)));
+          s = hn::MulAdd(q, hn::LoadU(df, xb + j), s);
+        }
+        acc[r] = hn::MulAdd(hn::Set(df, Q8Scale(blk)), s, acc[r]);
+      }
+    }
+    for (size_t r = 0; r < R; ++r) y[r] = hn::GetLane(hn::SumOfLanes(df, acc[r]));
+  } else {
+    // Two column steps per iteration: 2R independent FMA chains.
+    VF acc2[R];
+    for (size_t r = 0; r < R; ++r) acc2[r] = hn::Zero(df);
+    size_t i = 0;
+    for (; i + 2 * N <= cols; i += 2 * N) {
+      const VF x0 = hn::LoadU(df, x + i);
+      const VF x1 = hn::LoadU(df, x + i + N);
+      for (size_t r = 0; r < R; ++r) {
+        acc[r] = hn::MulAdd(LoadWeights<T>(df, w + r * row_bytes, i), x0, acc[r]);
+        acc2[r] = hn::MulAdd(LoadWeights<T>(df, w + r * row_bytes, i + N), x1, acc2[r]);
+      }
+    }
+    for (; i + N <= cols; i += N) {
+      const VF x0 = hn::LoadU(df, x + i);
+      for (size_t r = 0; r < R; ++r) {
+        acc[r] = hn::MulAdd(LoadWeights<T>(df, w + r * row_bytes, i), x0, acc[r]);
+      }
+    }
+    for (size_t r = 0; r < R; ++r) {
+      float s = hn::GetLane(hn::SumOfLanes(df, hn::Add(acc[r], acc2[r])));
+      for (size_t j = i; j < cols; ++j) s += LoadWeight<T>(w + r * row_bytes, j) * x[j];
+      y[r] = s;
+    }
+  }
+}
+
+template <DType T>
+void MatvecRangeT(const Matrix& W, const float* x, float* y, int64_t r0, int64_t r1) {
+  const size_t cols = static_cast<size_t>(W.cols);
+  const size_t row_bytes = dtype_row_bytes(T, cols);
+  const uint8_t* base = static_cast<const uint8_t*>(W.data);
+  int64_t r = r0;
+  for (; r + 4 <= r1; r += 4) DotRows<T, 4>(base + r * row_bytes, row_bytes, cols, x, y + r);
+  for (; r < r1; ++r) DotRows<T, 1>(base + r * row_bytes, row_bytes, cols, x, y + r);
+}
+
+// y[r] for rows [r0, r1) of W.
+void MatvecRange(const Matrix& W, const float* x, float* y, int64_t r0, int64_t r1) {
+  switch (W.type) {
+    case DType::F32: return MatvecRangeT<DType::F32>(W, x, y, r0, r1);
+    case DType::F16: return MatvecRangeT<DType::F16>(W, x, y, r0, r1);
+    case DType::BF16: return MatvecRangeT<DType::BF16>(W, x, y, r0, r1);
+    case DType::Q8_0: return MatvecRangeT<DType::Q8_0>(W, x, y, r0, r1);
+  }
+}
+
+// Converts one weight row of n values to f32.
+template <DType T>
+HWY_INLINE void DecodeRowT(const uint8_t* HWY_RESTRICT row, size_t n, float* HWY_RESTRICT out) {
+  const DF df;
+  const size_t N = hn::Lanes(df);
+  if constexpr (T == DType::Q8_0) {
+    const hn::Rebind<int8_t, DF> d8;
+    const hn::Rebind<int32_t, DF> di;
+    for (size_t b = 0; b < n / kQ8BlockSize; ++b) {
+      const uint8_t* blk = row + b * sizeof(BlockQ8_0);
+      const int8_t* qs = reinterpret_cast<const int8_t*>(blk + 2);
+      const VF d = hn::Set(df, Q8Scale(blk));
+      for (size_t j = 0; j < kQ8BlockSize; j += N) {
+        const VF q = hn::ConvertTo(df, hn::PromoteTo(di, hn::LoadU(d8, qs + j)));
+        hn::StoreU(hn::Mul(d, q), df, out + b * kQ8BlockSize + j);
+      }
+    }
+  } else {
+    size_t i = 0;
+    for (; i + N <= n; i += N) hn::StoreU(LoadWeights<T>(df, row, i), df, out + i);
+    for (; i < n; ++i) out[i] = LoadWeight<T>(row, i);
+  }
+}
+
+// Rows [r0, r1) of W decoded to f32, row after row (ld = cols).
+void DecodeRows(const Matrix& W, int64_t r0, int64_t r1, float* out) {
+  const size_t cols = static_cast<size_t>(W.cols);
+  const size_t row_bytes = dtype_row_bytes(W.type, cols);
+  const uint8_t* base = static_cast<const uint8_t*>(W.data);
+  for (int64_t r = r0; r < r1; ++r) {
+    const uint8_t* row = base + r * row_bytes;
+    float* o = out + (r - r0) * cols;
+    switch (W.type) {
+      case DType::F32: DecodeRowT<DType::F32>(row, cols, o); break;
+      case DType::F16: DecodeRowT<DType::F16>(row, cols, o); break;
+      case DType::BF16: DecodeRowT<DType::BF16>(row, cols, o); break;
+      case DType::Q8_0: DecodeRowT<DType::Q8_0>(row, cols, o); break;
+    }
+  }
+}
+
+// f32 -> bf16 with round to nearest even (DemoteTo would truncate); NaN stays NaN.
+void RoundToBF16(const float* HWY_RESTRICT in, size_t n, uint16_t* HWY_RESTRICT out) {
+  const DF df;
+  const hn::RebindToUnsigned<DF> du;
+  const hn::RebindToSigned<DF> di;
+  const hn::Rebind<uint16_t, DF> d16;
+  const size_t N = hn::Lanes(df);
+  size_t i = 0;
+  for (; i + N <= n; i += N) {
+    const VF v = hn::LoadU(df, in + i);
+    auto u = hn::BitCast(du, v);
+    const auto lsb = hn::And(hn::ShiftRight<16>(u), hn::Set(du, 1u));
+    auto rounded = hn::ShiftRight<16>(hn::Add(u, hn::Add(hn::Set(du, 0x7fffu), lsb)));
+    const auto quiet = hn::Or(hn::ShiftRight<16>(u), hn::Set(du, 0x40u));
+    rounded = hn::IfThenElse(hn::RebindMask(du, hn::IsNaN(v)), quiet, rounded);
+    hn::StoreU(hn::DemoteTo(d16, hn::BitCast(di, rounded)), d16, out + i);
+  }
+  for (; i < n; ++i) out[i] = f32_to_bf16(in[i]);
+}
+
+// Dot products of R f32 rows (ld = cols) with MB inputs: Y[m*ldy + r].
+template <size_t R, size_t MB>
+HWY_INLINE void DotBlock(const float* const* HWY_RESTRICT w, const float* HWY_RESTRICT X,
+                         size_t cols, float* HWY_RESTRICT Y, size_t ldy) {
+  const DF df;
+  const size_t N = hn::Lanes(df);
+  VF acc[R][MB];
+  for (size_t r = 0; r < R; ++r)
+    for (size_t m = 0; m < MB; ++m) acc[r][m] = hn::Zero(df);
+  size_t i = 0;
+  for (; i + N <= cols; i += N) {
+    VF xv[MB];
+    for (size_t m = 0; m < MB; ++m) xv[m] = hn::LoadU(df, X + m * cols + i);
+    for (size_t r = 0; r < R; ++r) {
+      const VF wv = hn::LoadU(df, w[r] + i);
+      for (size_t m = 0; m < MB; ++m) acc[r][m] = hn::MulAdd(wv, xv[m], acc[r][m]);
+    }
+  }
+  for (size_t r = 0; r < R; ++r) {
+    for (size_t m = 0; m < MB; ++m) {
+      float s = hn::GetLane(hn::SumOfLanes(df, acc[r][m]));
+      for (size_t j = i; j < cols; ++j) s += w[r][j] * X[m * cols + j];
+      Y[m * ldy + r] = s;
+    }
+  }
+}
+
+// Inputs per pass: 4 rows x 4 inputs = 16 accumulators fit AVX-512's 32
+// registers; AVX2 and narrower have 16 registers, so 2 inputs.
+#if HWY_TARGET <= HWY_AVX3
+constexpr size_t kInputsPerPass = 4;
+#else
+constexpr size_t kInputsPerPass = 2;
+#endif
+
+template <size_t R>
+HWY_INLINE void RowsTimesInputs(const float* const* w, const float* X, size_t M, size_t cols,
+                                float* Y, size_t ldy) {
+  size_t m = 0;
+  for (; m + kInputsPerPass <= M; m += kInputsPerPass) {
+    DotBlock<R, kInputsPerPass>(w, X + m * cols, cols, Y + m * ldy, ldy);
+  }
+  for (; m < M; ++m) DotBlock<R, 1>(w, X + m * cols, cols, Y + m * ldy, ldy);
+}
+
+// Y[m][r] for rows [r0, r1), every m < M. Each block of 4 weight rows is decoded
+// once into scratch (4 * cols floats; unused for F32) and reused for all inputs.
+void MatmulSmallRange(const Matrix& W, const float* X, int64_t M, float* Y, int64_t r0, int64_t r1,
+                      float* scratch) {
+  const size_t cols = static_cast<size_t>(W.cols);
+  const size_t ldy = static_cast<size_t>(W.rows);
+  const size_t row_bytes = dtype_row_bytes(W.type, cols);
+  const uint8_t* base = static_cast<const uint8_t*>(W.data);
+  int64_t r = r0;
+  while (r < r1) {
+    const int64_t rows = std::min<int64_t>(4, r1 - r);
+    const float* w[4];
+    if (W.type == DType::F32) {
+      for (int64_t k = 0; k < rows; ++k) w[k] = reinterpret_cast<const float*>(base + (r + k) * row_bytes);
+    } else {
+      DecodeRows(W, r, r + rows, scratch);
+      for (int64_t k = 0; k < rows; ++k) w[k] = scratch + k * cols;
+    }
+    if (rows == 4) {
+      RowsTimesInputs<4>(w, X, static_cast<size_t>(M), cols, Y + r, ldy);
+    } else {
+      for (int64_t k = 0; k < rows; ++k) RowsTimesInputs<1>(w + k, X, static_cast<size_t>(M), cols, Y + r + k, ldy);
+    }
+    r += rows;
+  }
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace qkv
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace qkv {
+HWY_EXPORT(MatvecRange);
+HWY_EXPORT(MatmulSmallRange);
+HWY_EXPORT(DecodeRows);
+HWY_EXPORT(RoundToBF16);
+
+namespace {
+
+// Rows are handed out in blocks of this many (the kernel's rows per pass).
+constexpr int64_t kRowBlock = 4;
+// Below this many weight bytes a call stays on one thread: waking the team
+// costs more than the work.
+constexpr size_t kMinParallelBytes = 64 * 1024;
+
+void check_matrix(const Matrix& W, const char* what) {
+  QKV_CHECK(W.rows >= 0 && W.cols >= 0, what, ": negative shape ", W.rows, "x", W.cols);
+  QKV_CHECK(static_cast<int>(W.type) >= 0 && static_cast<int>(W.type) <= 3, what, ": unknown dtype ",
+            static_cast<int>(W.type));
+  QKV_CHECK(dtype_row_ok(W.type, static_cast<size_t>(W.cols)), what, ": ", W.cols, " columns cannot be ",
+            dtype_name(W.type), " rows (needs a multiple of ", dtype_block_values(W.type), ")");
+  QKV_CHECK(W.cols <= (int64_t{1} << 32) && W.rows <= (int64_t{1} << 40), what, ": implausible shape ",
+            W.rows, "x", W.cols);
+  QKV_CHECK(W.data != nullptr || W.rows == 0 || W.cols == 0, what, ": null weight data for a ", W.rows,
+            "x", W.cols, " matrix");
+}
+
+size_t weight_bytes(const Matrix& W) {
+  return static_cast<size_t>(W.rows) * dtype_row_bytes(W.type, static_cast<size_t>(W.cols));
+}
+
+// This thread's share [b0, b1) of n blocks split into `parts` near-equal parts.
+void split(int64_t n, int parts, int part, int64_t* b0, int64_t* b1) {
+  const int64_t base = n / parts, extra = n % parts;
+  *b0 = part * base + std::min<int64_t>(part, extra);
+  *b1 = *b0 + base + (part < extra ? 1 : 0);
+}
+
+bool go_parallel(size_t bytes) {
+  return !omp_in_parallel() && omp_get_max_threads() > 1 && bytes >= kMinParallelBytes;
+}
+
+}  // namespace
+
+void matvec(const Matrix& W, const float* x, float* y) {
+  matvec_multi(&W, &y, 1, x);
+}
+
+void matvec_multi(const Matrix* Ws, float* const* ys, int count, const float* x) {
+  QKV_CHECK(count >= 0, "matvec_multi: negative count ", count);
+  if (count == 0) return;
+  QKV_CHECK(Ws != nullptr && ys != nullptr, "matvec_multi: null matrix or output list");
+  size_t bytes = 0;
+  int64_t blocks = 0;
+  for (int i = 0; i < count; ++i) {
+    check_matrix(Ws[i], "matvec");
+    QKV_CHECK(Ws[i].cols == Ws[0].cols, "matvec_multi: matrix ", i, " has ", Ws[i].cols,
+              " columns but matrix 0 has ", Ws[0].cols, " (they share one input)");
+    QKV_CHECK(ys[i] != nullptr || Ws[i].rows == 0, "matvec: null output for matrix ", i);
+    bytes += weight_bytes(Ws[i]);
+    blocks += (Ws[i].rows + kRowBlock - 1) / kRowBlock;
+  }
+  QKV_CHECK(x != nullptr || Ws[0].cols == 0, "matvec: null input vector");
+  if (blocks == 0) return;
+  auto* const kernel = HWY_DYNAMIC_DISPATCH(MatvecRange);
+  // The matrices' row blocks form one sequence, split contiguously over threads.
+#pragma omp parallel if (go_parallel(bytes))
+  {
+    int64_t b0, b1;
+    split(blocks, omp_get_num_threads(), omp_get_thread_num(), &b0, &b1);
+    int64_t first = 0;  // global index of matrix i's first block
+    for (int i = 0; i < count && b0 < b1; ++i) {
+      const int64_t nb = (Ws[i].rows + kRowBlock - 1) / kRowBlock;
+      const int64_t lo = std::max(b0, first), hi = std::min(b1, first + nb);
+      if (lo < hi) {
+        kernel(Ws[i], x, ys[i], (lo - first) * kRowBlock, std::min(Ws[i].rows, (hi - first) * kRowBlock));
+      }
+      first += nb;
+    }
+  }
+}
+
+void matmul(const Matrix& W, const float* X, int64_t M, float* Y) {
+  check_matrix(W, "matmul");
+  QKV_CHECK(M >= 0, "matmul: negative batch size ", M);
+  if (M == 0 || W.rows == 0) return;
+  QKV_CHECK(X != nullptr || W.cols == 0, "matmul: null input");
+  QKV_CHECK(Y != nullptr, "matmul: null output");
+  if (M == 1) return matvec(W, X, Y);
+  if (M > kMatmulSmallMaxM && !omp_in_parallel() && W.cols > 0) {
+    return detail::matmul_onednn(W, X, M, Y);
+  }
+  const int64_t blocks = (W.rows + kRowBlock - 1) / kRowBlock;
+  auto* const kernel = HWY_DYNAMIC_DISPATCH(MatmulSmallRange);
+#pragma omp parallel if (go_parallel(weight_bytes(W)))
+  {
+    int64_t b0, b1;
+    split(blocks, omp_get_num_threads(), omp_get_thread_num(), &b0, &b1);
+    if (b0 < b1) {
+      std::vector<float> scratch(W.type == DType::F32 ? 0 : kRowBlock * static_cast<size_t>(W.cols));
+      kernel(W, X, M, Y, b0 * kRowBlock, std::min(W.rows, b1 * kRowBlock), scratch.data());
+    }
+  }
+}
+
+void matmul_reference(const Matrix& W, const float* X, int64_t M, float* Y) {
+  check_matrix(W, "matmul_reference");
+  QKV_CHECK(M >= 0, "matmul_reference: negative batch size ", M);
+  if (M == 0 || W.rows == 0) return;
+  QKV_CHECK(X != nullptr || W.cols == 0, "matmul_reference: null input");
+  QKV_CHECK(Y != nullptr, "matmul_reference: null output");
+  const size_t cols = static_cast<size_t>(W.cols);
+  const size_t row_bytes = dtype_row_bytes(W.type, cols);
+  std::vector<float> row(cols);
+  for (int64_t r = 0; r < W.rows; ++r) {
+    decode_row(W.type, static_cast<const uint8_t*>(W.data) + r * row_bytes, cols, row.data());
+    for (int64_t m = 0; m < M; ++m) {
+      double s = 0;
+      for (size_t i = 0; i < cols; ++i) s += double(row[i]) * double(X[m * cols + i]);
+      Y[m * W.rows + r] = static_cast<float>(s);
+    }
+  }
+}
+
+namespace detail {
+
+void decode_rows_f32(const Matrix& W, int64_t r0, int64_t r1, float* out) {
+  HWY_DYNAMIC_DISPATCH(DecodeRows)(W, r0, r1, out);
+}
+
+void round_to_bf16(const float* in, size_t n, uint16_t* out) {
+  HWY_DYNAMIC_DISPATCH(RoundToBF16)(in, n, out);
+}
+
+}  // namespace detail
+}  // namespace qkv
+#endif  // HWY_ONCE

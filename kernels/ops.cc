@@ -1,0 +1,202 @@
+// Element-wise and row-wise decoder kernels. RMSNorm, softmax, SwiGLU and the
+// residual add are Highway loops (they touch whole activation rows every layer);
+// RoPE is scalar because it must reproduce llama2.c's float angle formula
+// exactly (greedy output is compared with llama2.c byte for byte) and its cost
+// is a few hundred sin/cos per token.
+#include "kernels/ops.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "kernels/error.h"
+
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "kernels/ops.cc"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+#include "hwy/highway.h"
+#include "hwy/contrib/math/math-inl.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace qkv {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+using DF = hn::ScalableTag<float>;
+using VF = hn::Vec<DF>;
+
+// Highway's Exp is valid on [-FLT_MAX, 104]; below -88 e^x is under FLT_MIN and
+// only matters as 0 next to terms of order 1, so arguments are clamped there and
+// the result forced to 0 (this also maps -inf to 0 instead of NaN).
+HWY_INLINE VF ExpClamped(DF df, VF v) {
+  const VF lo = hn::Set(df, -88.0f);
+  const auto tiny = hn::Lt(v, lo);
+  return hn::IfThenZeroElse(tiny, hn::CallExp(df, hn::Max(v, lo)));
+}
+
+void RmsNormRow(const float* HWY_RESTRICT x, const float* HWY_RESTRICT w, float* out, size_t n, float eps) {
+  const DF df;
+  const size_t N = hn::Lanes(df);
+  VF s0 = hn::Zero(df), s1 = hn::Zero(df);
+  size_t i = 0;
+  for (; i + 2 * N <= n; i += 2 * N) {
+    const VF a = hn::LoadU(df, x + i), b = hn::LoadU(df, x + i + N);
+    s0 = hn::MulAdd(a, a, s0);
+    s1 = hn::MulAdd(b, b, s1);
+  }
+  for (; i + N <= n; i += N) {
+    const VF a = hn::LoadU(df, x + i);
+    s0 = hn::MulAdd(a, a, s0);
+  }
+  float ss = hn::GetLane(hn::SumOfLanes(df, hn::Add(s0, s1)));
+  for (; i < n; ++i) ss += x[i] * x[i];
+  // Same order of operations as llama2.c: w * (scale * x).
+  const float scale = 1.0f / std::sqrt(ss / static_cast<float>(n) + eps);
+  const VF vs = hn::Set(df, scale);
+  i = 0;
+  for (; i + N <= n; i += N) {
+    hn::StoreU(hn::Mul(hn::LoadU(df, w + i), hn::Mul(vs, hn::LoadU(df, x + i))), df, out + i);
+  }
+  for (; i < n; ++i) out[i] = w[i] * (scale * x[i]);
+}
+
+// Returns the maximum; exponentiates in place and returns their sum in *sum.
+float ExpShifted(float* x, size_t n, float* sum) {
+  const DF df;
+  const size_t N = hn::Lanes(df);
+  float mx = -std::numeric_limits<float>::infinity();
+  size_t i = 0;
+  if (n >= N) {
+    VF m = hn::LoadU(df, x);
+    for (i = N; i + N <= n; i += N) m = hn::Max(m, hn::LoadU(df, x + i));
+    mx = hn::GetLane(hn::MaxOfLanes(df, m));
+  }
+  for (; i < n; ++i) mx = std::max(mx, x[i]);
+  const VF vm = hn::Set(df, mx);
+  VF s = hn::Zero(df);
+  float tail = 0.0f;
+  for (i = 0; i + N <= n; i += N) {
+    const VF e = ExpClamped(df, hn::Sub(hn::LoadU(df, x + i), vm));
+    hn::StoreU(e, df, x + i);
+    s = hn::Add(s, e);
+  }
+  for (; i < n; ++i) {
+    x[i] = x[i] - mx < -88.0f ? 0.0f : std::exp(x[i] - mx);
+    tail += x[i];
+  }
+  *sum = hn::GetLane(hn::SumOfLanes(df, s)) + tail;
+  return mx;
+}
+
+void Scale(float* x, size_t n, float inv) {
+  const DF df;
+  const size_t N = hn::Lanes(df);
+  const VF v = hn::Set(df, inv);
+  size_t i = 0;
+  for (; i + N <= n; i += N) hn::StoreU(hn::Mul(hn::LoadU(df, x + i), v), df, x + i);
+  for (; i < n; ++i) x[i] *= inv;
+}
+
+void SiluMul(float* HWY_RESTRICT gate, const float* HWY_RESTRICT up, size_t n) {
+  const DF df;
+  const size_t N = hn::Lanes(df);
+  const VF one = hn::Set(df, 1.0f);
+  size_t i = 0;
+  for (; i + N <= n; i += N) {
+    const VF z = hn::LoadU(df, gate + i);
+    // e^-z for z < -88 would overflow: clamp, silu is then ~0 (|z| e^z < 1e-36).
+    const VF e = hn::CallExp(df, hn::Min(hn::Neg(z), hn::Set(df, 88.0f)));
+    hn::StoreU(hn::Mul(hn::Div(z, hn::Add(one, e)), hn::LoadU(df, up + i)), df, gate + i);
+  }
+  for (; i < n; ++i) gate[i] = gate[i] / (1.0f + std::exp(std::min(-gate[i], 88.0f))) * up[i];
+}
+
+void AddInplace(float* HWY_RESTRICT y, const float* HWY_RESTRICT x, size_t n) {
+  const DF df;
+  const size_t N = hn::Lanes(df);
+  size_t i = 0;
+  for (; i + N <= n; i += N) hn::StoreU(hn::Add(hn::LoadU(df, y + i), hn::LoadU(df, x + i)), df, y + i);
+  for (; i < n; ++i) y[i] += x[i];
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace qkv
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace qkv {
+HWY_EXPORT(RmsNormRow);
+HWY_EXPORT(ExpShifted);
+HWY_EXPORT(Scale);
+HWY_EXPORT(SiluMul);
+HWY_EXPORT(AddInplace);
+
+void rmsnorm(const float* x, const float* w, float* out, size_t n, float eps, size_t M) {
+  if (n == 0 || M == 0) return;
+  QKV_CHECK(x != nullptr && w != nullptr && out != nullptr, "rmsnorm: null pointer");
+  QKV_CHECK(eps >= 0.0f, "rmsnorm: negative eps ", eps);
+  auto* const row = HWY_DYNAMIC_DISPATCH(RmsNormRow);
+  for (size_t m = 0; m < M; ++m) row(x + m * n, w, out + m * n, n, eps);
+}
+
+void rope(float* x, size_t n_heads, size_t head_dim, size_t rope_dim, int64_t pos, float base) {
+  if (n_heads == 0 || rope_dim == 0) return;
+  QKV_CHECK(x != nullptr, "rope: null pointer");
+  QKV_CHECK(rope_dim % 2 == 0 && rope_dim <= head_dim, "rope: rope_dim ", rope_dim,
+            " must be even and at most head_dim ", head_dim);
+  QKV_CHECK(pos >= 0, "rope: negative position ", pos);
+  QKV_CHECK(base > 0.0f, "rope: base must be positive, got ", base);
+  // llama2.c: freq = 1 / powf(10000, head_dim_index / (float)head_size);
+  // val = pos * freq; fcr = cosf(val); fci = sinf(val). Same float operations here
+  // (std::pow/cos/sin on floats are powf/cosf/sinf), computed once per pair index
+  // and applied to every head.
+  const size_t half = rope_dim / 2;
+  float cs_small[128];
+  std::vector<float> cs_large;
+  float* cs = cs_small;
+  if (2 * half > 128) {
+    cs_large.resize(2 * half);
+    cs = cs_large.data();
+  }
+  const float fpos = static_cast<float>(pos);
+  for (size_t k = 0; k < half; ++k) {
+    const float freq = 1.0f / std::pow(base, static_cast<float>(2 * k) / static_cast<float>(rope_dim));
+    const float val = fpos * freq;
+    cs[2 * k] = std::cos(val);
+    cs[2 * k + 1] = std::sin(val);
+  }
+  for (size_t h = 0; h < n_heads; ++h) {
+    float* v = x + h * head_dim;
+    for (size_t k = 0; k < half; ++k) {
+      const float v0 = v[2 * k], v1 = v[2 * k + 1];
+      const float fcr = cs[2 * k], fci = cs[2 * k + 1];
+      v[2 * k] = v0 * fcr - v1 * fci;
+      v[2 * k + 1] = v0 * fci + v1 * fcr;
+    }
+  }
+}
+
+void softmax(float* x, size_t n) {
+  if (n == 0) return;
+  QKV_CHECK(x != nullptr, "softmax: null pointer");
+  float sum = 0.0f;
+  const float mx = HWY_DYNAMIC_DISPATCH(ExpShifted)(x, n, &sum);
+  QKV_CHECK(mx != -std::numeric_limits<float>::infinity(), "softmax: all ", n, " values are -inf");
+  HWY_DYNAMIC_DISPATCH(Scale)(x, n, 1.0f / sum);
+}
+
+void silu_mul(float* gate, const float* up, size_t n) {
+  if (n == 0) return;
+  QKV_CHECK(gate != nullptr && up != nullptr, "silu_mul: null pointer");
+  HWY_DYNAMIC_DISPATCH(SiluMul)(gate, up, n);
+}
+
+void add_inplace(float* y, const float* x, size_t n) {
+  if (n == 0) return;
+  QKV_CHECK(y != nullptr && x != nullptr, "add_inplace: null pointer");
+  HWY_DYNAMIC_DISPATCH(AddInplace)(y, x, n);
+}
+
+}  // namespace qkv
+#endif  // HWY_ONCE

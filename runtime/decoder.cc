@@ -1,0 +1,220 @@
+#include "runtime/decoder.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "kernels/attention.h"
+#include "kernels/error.h"
+#include "kernels/linear.h"
+#include "kernels/ops.h"
+
+namespace qkv {
+
+namespace {
+
+KVCacheConfig cache_config(const Model& model, const DecoderOptions& o) {
+  const ModelConfig& c = model.config;
+  KVCacheConfig kv;
+  kv.n_layers = c.n_layers;
+  kv.n_kv_heads = c.n_kv_heads;
+  kv.head_dim = c.head_dim;
+  kv.capacity = o.context > 0 ? o.context : c.context_length;
+  kv.n_seqs = o.n_seqs;
+  kv.type = o.kv_type;
+  kv.memory_limit = o.memory_limit;
+  QKV_CHECK(kv.capacity > 0, "context size must be positive (the model states none; pass one)");
+  return kv;
+}
+
+// Y = X·Wᵀ for M rows: the decode matvec for one row, the GEMM otherwise.
+void linear(const Matrix& W, const float* X, int64_t M, float* Y) {
+  if (M == 1) {
+    matvec(W, X, Y);
+  } else {
+    matmul(W, X, M, Y);
+  }
+}
+
+const float* norm_weights(const Matrix& m) { return static_cast<const float*>(m.data); }
+
+}  // namespace
+
+Decoder::Decoder(const Model& model, const DecoderOptions& options)
+    : model_(model), options_(options), cache_(cache_config(model, options)) {
+  QKV_CHECK(options.prefill_batch >= 1, "prefill batch must be at least 1");
+  QKV_CHECK(options.n_seqs >= 1, "a decoder needs at least one sequence");
+  const ModelConfig& c = model.config;
+  QKV_CHECK(c.n_layers >= 1 && c.dim >= 1 && c.vocab_size >= 1 && c.n_heads >= 1 &&
+                c.n_kv_heads >= 1 && c.n_heads % c.n_kv_heads == 0 && c.head_dim * c.n_heads == c.dim &&
+                static_cast<int64_t>(model.layers.size()) == c.n_layers,
+            "model configuration is inconsistent");
+  ensure_rows(std::max<int64_t>(1, options.n_seqs));
+}
+
+void Decoder::ensure_rows(int64_t M) {
+  if (M <= rows_) return;
+  const ModelConfig& c = model_.config;
+  const auto n = static_cast<size_t>(M);
+  x_.resize(n * c.dim);
+  xb_.resize(n * c.dim);
+  q_.resize(n * c.dim);
+  k_.resize(n * c.kv_dim());
+  v_.resize(n * c.kv_dim());
+  att_.resize(n * c.dim);
+  hb_.resize(n * c.hidden_dim);
+  hb2_.resize(n * c.hidden_dim);
+  logits_.resize(n * c.vocab_size);
+  rows_ = M;
+}
+
+void Decoder::check_tokens(const int32_t* tokens, int64_t n) const {
+  QKV_CHECK(tokens != nullptr || n == 0, "null token array");
+  for (int64_t i = 0; i < n; ++i) {
+    QKV_CHECK(tokens[i] >= 0 && tokens[i] < model_.config.vocab_size, "token id ", tokens[i],
+              " is outside the vocabulary (size ", model_.config.vocab_size, ")");
+  }
+}
+
+void Decoder::embed(const int32_t* tokens, int64_t M) {
+  const Matrix& E = model_.token_embd;
+  const size_t row_bytes = dtype_row_bytes(E.type, static_cast<size_t>(E.cols));
+  for (int64_t m = 0; m < M; ++m) {
+    const auto* row = static_cast<const uint8_t*>(E.data) + static_cast<size_t>(tokens[m]) * row_bytes;
+    decode_row(E.type, row, static_cast<size_t>(E.cols), &x_[m * model_.config.dim]);
+  }
+}
+
+const float* Decoder::prefill(int64_t seq, const int32_t* tokens, int64_t n) {
+  QKV_CHECK(n >= 1, "prefill needs at least one token");
+  check_tokens(tokens, n);
+  const int64_t start = cache_.length(seq);
+  if (start + n > context()) {
+    fail_as(ErrorKind::kContextOverflow, "context overflow: ", start, " + ", n,
+            " tokens exceed the context of ", context(), " positions");
+  }
+  for (int64_t done = 0; done < n;) {
+    const int64_t M = std::min(options_.prefill_batch, n - done);
+    ensure_rows(M);
+    embed(tokens + done, M);
+    std::vector<int64_t> seqs(M, seq), pos(M);
+    for (int64_t m = 0; m < M; ++m) pos[m] = start + done + m;
+    forward(M, seqs.data(), pos.data());
+    done += M;
+    if (done == n) logits_for(M - 1, 1);
+  }
+  return logits_.data();
+}
+
+const float* Decoder::step_batch(const int64_t* seqs, const int32_t* tokens, int64_t n) {
+  QKV_CHECK(n >= 1 && seqs != nullptr, "a step needs at least one sequence");
+  check_tokens(tokens, n);
+  std::vector<int64_t> pos(n);
+  for (int64_t i = 0; i < n; ++i) {
+    for (int64_t j = 0; j < i; ++j) QKV_CHECK(seqs[i] != seqs[j], "sequence ", seqs[i], " appears twice in one step");
+    pos[i] = cache_.length(seqs[i]);
+    if (pos[i] >= context()) {
+      fail_as(ErrorKind::kContextOverflow, "context overflow: sequence ", seqs[i], " already holds all ",
+              context(), " positions");
+    }
+  }
+  ensure_rows(n);
+  embed(tokens, n);
+  forward(n, seqs, pos.data());
+  logits_for(0, n);
+  return logits_.data();
+}
+
+// The llama block, for M rows: rows either all belong to one sequence at
+// consecutive positions (prefill) or each to its own sequence (decode).
+void Decoder::forward(int64_t M, const int64_t* seqs, const int64_t* pos) {
+  const ModelConfig& c = model_.config;
+  const int64_t dim = c.dim, kv_dim = c.kv_dim(), hidden = c.hidden_dim;
+  const bool one_sequence = M == 1 || seqs[0] == seqs[M - 1];
+
+  for (int64_t l = 0; l < c.n_layers; ++l) {
+    const LayerWeights& w = model_.layers[l];
+
+    // Attention: x += Wo · attention(rope(Wq·norm(x)), rope(Wk·norm(x)), Wv·norm(x))
+    rmsnorm(x_.data(), norm_weights(w.attn_norm), xb_.data(), dim, c.norm_eps, M);
+    if (M == 1) {
+      const Matrix qkv[3] = {w.wq, w.wk, w.wv};
+      float* const outs[3] = {q_.data(), k_.data(), v_.data()};
+      matvec_multi(qkv, outs, 3, xb_.data());
+    } else {
+      linear(w.wq, xb_.data(), M, q_.data());
+      linear(w.wk, xb_.data(), M, k_.data());
+      linear(w.wv, xb_.data(), M, v_.data());
+    }
+    for (int64_t m = 0; m < M; ++m) {
+      rope(&q_[m * dim], c.n_heads, c.head_dim, c.rope_dim, pos[m], c.rope_theta);
+      rope(&k_[m * kv_dim], c.n_kv_heads, c.head_dim, c.rope_dim, pos[m], c.rope_theta);
+    }
+    if (one_sequence && M > 1) {
+      cache_.store(l, seqs[0], pos[0], M, k_.data(), v_.data());
+      attention_prefill(l, seqs[0], pos[0], M);
+    } else {
+      std::vector<int64_t> len(M);
+      for (int64_t m = 0; m < M; ++m) {
+        cache_.store(l, seqs[m], pos[m], 1, &k_[m * kv_dim], &v_[m * kv_dim]);
+        len[m] = pos[m] + 1;
+      }
+      cache_.attend_decode(l, seqs, len.data(), M, c.n_heads, q_.data(), att_.data());
+    }
+    linear(w.wo, att_.data(), M, xb_.data());
+    add_inplace(x_.data(), xb_.data(), M * dim);
+
+    // Feed-forward: x += W_down · (silu(W_gate·norm(x)) * (W_up·norm(x)))
+    rmsnorm(x_.data(), norm_weights(w.ffn_norm), xb_.data(), dim, c.norm_eps, M);
+    if (M == 1) {
+      const Matrix gate_up[2] = {w.ffn_gate, w.ffn_up};
+      float* const outs[2] = {hb_.data(), hb2_.data()};
+      matvec_multi(gate_up, outs, 2, xb_.data());
+    } else {
+      linear(w.ffn_gate, xb_.data(), M, hb_.data());
+      linear(w.ffn_up, xb_.data(), M, hb2_.data());
+    }
+    silu_mul(hb_.data(), hb2_.data(), M * hidden);
+    linear(w.ffn_down, hb_.data(), M, xb_.data());
+    add_inplace(x_.data(), xb_.data(), M * dim);
+  }
+
+  for (int64_t m = 0; m < M; ++m) {
+    const int64_t s = seqs[m];
+    if (m + 1 == M || seqs[m + 1] != s) cache_.commit(s, pos[m] + 1);
+  }
+}
+
+// Causal attention of M consecutive query rows of one sequence against every
+// key the sequence holds, straight from the cache.
+void Decoder::attention_prefill(int64_t layer, int64_t seq, int64_t pos0, int64_t M) {
+  const ModelConfig& c = model_.config;
+  AttentionShape shape;
+  shape.B = 1;
+  shape.Hq = c.n_heads;
+  shape.Hkv = c.n_kv_heads;
+  shape.Lq = M;
+  shape.Lk = pos0 + M;
+  shape.d = c.head_dim;
+
+  KVView k = cache_.keys(layer), v = cache_.values(layer);
+  k.data = static_cast<const uint8_t*>(k.data) + seq * k.batch_stride;
+  v.data = static_cast<const uint8_t*>(v.data) + seq * v.batch_stride;
+
+  QueryView q{q_.data(), 0, c.head_dim, c.dim};
+  OutputView out{att_.data(), 0, c.head_dim, c.dim};
+  AttentionMask mask;
+  mask.causal = true;
+  mask.q_pos0 = pos0;
+  attention(shape, q, k, v, mask, out);
+}
+
+// Final norm and classifier for activation rows [first_row, first_row + rows),
+// written to logits_ rows 0 .. rows-1.
+void Decoder::logits_for(int64_t first_row, int64_t rows) {
+  const ModelConfig& c = model_.config;
+  float* x = &x_[first_row * c.dim];
+  rmsnorm(x, norm_weights(model_.output_norm), xb_.data(), c.dim, c.norm_eps, rows);
+  linear(model_.output, xb_.data(), rows, logits_.data());
+}
+
+}  // namespace qkv

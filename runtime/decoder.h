@@ -1,0 +1,64 @@
+// The llama decoder's forward pass over a Model, with its own KV cache.
+//
+// One Decoder serves n_seqs sequences (cache slots). prefill() pushes a run of
+// prompt tokens of one sequence through batched GEMMs and one causal attention
+// call per layer; step_batch() advances several sequences by one token each
+// (each weight row read once for all of them); step() is step_batch() of one.
+// A Decoder is not thread-safe; many Decoders may share one const Model.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "runtime/kv_cache.h"
+#include "runtime/model.h"
+
+namespace qkv {
+
+struct DecoderOptions {
+  int64_t context = 0;          // positions per sequence; 0: the model's context_length
+  DType kv_type = DType::F16;   // KV cache element type
+  int64_t n_seqs = 1;           // sequences (cache slots)
+  int64_t prefill_batch = 256;  // prompt tokens per forward batch
+  uint64_t memory_limit = 0;    // KV cache byte limit; 0: none
+};
+
+class Decoder {
+ public:
+  Decoder(const Model& model, const DecoderOptions& options);
+
+  // Runs tokens[0..n) of sequence seq at positions length(seq) .. length(seq)+n-1
+  // and returns the logits [vocab] of the last one. Fails (qkv::Error) if the
+  // tokens do not fit in the context or a token id is out of range.
+  const float* prefill(int64_t seq, const int32_t* tokens, int64_t n);
+
+  // One token for each of n sequences seqs[i] (distinct); returns logits [n][vocab].
+  const float* step_batch(const int64_t* seqs, const int32_t* tokens, int64_t n);
+  const float* step(int64_t seq, int32_t token) { return step_batch(&seq, &token, 1); }
+
+  int64_t position(int64_t seq) const { return cache_.length(seq); }
+  int64_t context() const { return cache_.config().capacity; }
+  int64_t vocab_size() const { return model_.config.vocab_size; }
+  const Model& model() const { return model_; }
+  KVCache& cache() { return cache_; }
+  const KVCache& cache() const { return cache_; }
+
+ private:
+  // The transformer over M rows of activations in x_: rows of one sequence at
+  // consecutive positions (prefill) or of M sequences at their own positions (decode).
+  void forward(int64_t M, const int64_t* seqs, const int64_t* pos);
+  void attention_prefill(int64_t layer, int64_t seq, int64_t pos0, int64_t M);
+  void check_tokens(const int32_t* tokens, int64_t n) const;
+  void embed(const int32_t* tokens, int64_t M);
+  void logits_for(int64_t first_row, int64_t rows);
+  void ensure_rows(int64_t M);
+
+  const Model& model_;
+  DecoderOptions options_;
+  KVCache cache_;
+  int64_t rows_ = 0;  // activation rows allocated
+  // Activations, [rows][width] each.
+  std::vector<float> x_, xb_, q_, k_, v_, att_, hb_, hb2_, logits_;
+};
+
+}  // namespace qkv

@@ -1,0 +1,110 @@
+#include "runtime/generate.h"
+
+#include <algorithm>
+#include <cctype>
+#include <chrono>
+
+#include "kernels/error.h"
+
+namespace qkv {
+
+namespace {
+
+double ms_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// A lone raw byte that is neither printable nor white space (a fragment of a
+// UTF-8 sequence or a control code) is not shown, as in llama2.c's safe_printf.
+bool printable(const std::string& piece) {
+  if (piece.size() != 1) return !piece.empty();
+  const auto b = static_cast<unsigned char>(piece[0]);
+  return std::isprint(b) || std::isspace(b);
+}
+
+}  // namespace
+
+GenerateStats generate(Decoder& decoder, const Tokenizer& tokenizer, const std::string& prompt,
+                       const GenerateOptions& options, const std::function<bool(const std::string&)>& emit) {
+  GenerateStats stats;
+  const std::vector<int32_t> tokens = tokenizer.encode(prompt, options.add_bos, false);
+  QKV_CHECK(!tokens.empty(), "the prompt is empty and no BOS is added: nothing to start from");
+  const auto n = static_cast<int64_t>(tokens.size());
+  stats.prompt_tokens = n;
+
+  const int64_t room = decoder.context() - decoder.position(options.seq);
+  if (n > room) {
+    fail_as(ErrorKind::kContextOverflow, "the prompt has ", n, " tokens but the context has room for ", room,
+            " more (raise the context size)");
+  }
+  int64_t max_forward = room;
+  if (options.steps > 0) {
+    max_forward = std::min(options.steps, room);
+  } else if (options.n_predict >= 0) {
+    max_forward = std::min(room, n + std::max<int64_t>(options.n_predict - 1, 0));
+  }
+
+  // Hands one token's text to emit; false when the caller asked to stop.
+  auto show = [&](int32_t prev, int32_t next) {
+    const std::string piece = tokenizer.decode(prev, next);
+    return !printable(piece) || emit(piece);
+  };
+
+  // Prompt: one batched prefill; its pieces (after the first token) are echoed.
+  const int64_t n_prefill = std::min(n, max_forward);
+  auto t0 = std::chrono::steady_clock::now();
+  Sampler sampler(options.sampler);
+  const float* logits = decoder.prefill(options.seq, tokens.data(), n_prefill);
+  stats.forward_passes = n_prefill;
+  stats.prompt_ms = ms_since(t0);
+  for (int64_t i = 1; i < std::min(n_prefill + 1, n); ++i) {
+    if (!show(tokens[i - 1], tokens[i])) {
+      stats.stop_reason = "stopped";
+      return stats;
+    }
+  }
+  if (n_prefill < n) {
+    stats.stop_reason = "steps";
+    return stats;
+  }
+  if (options.n_predict == 0) {
+    stats.stop_reason = "n_predict";
+    return stats;
+  }
+
+  t0 = std::chrono::steady_clock::now();
+  std::vector<float> scratch(static_cast<size_t>(decoder.vocab_size()));
+  int32_t token = tokens.back();
+  for (;;) {
+    std::copy(logits, logits + scratch.size(), scratch.begin());
+    const int32_t next = sampler.sample(scratch.data(), static_cast<int64_t>(scratch.size()));
+    ++stats.generated_tokens;
+    if (next == tokenizer.bos_id()) {
+      stats.stop_reason = "bos";
+      break;
+    }
+    if (next == tokenizer.eos_id()) {
+      stats.stop_reason = "eos";
+      break;
+    }
+    if (!show(token, next)) {
+      stats.stop_reason = "stopped";
+      break;
+    }
+    token = next;
+    if (options.n_predict > 0 && stats.generated_tokens >= options.n_predict) {
+      stats.stop_reason = "n_predict";
+      break;
+    }
+    if (stats.forward_passes >= max_forward) {
+      stats.stop_reason = options.steps > 0 && stats.forward_passes >= options.steps ? "steps" : "context";
+      break;
+    }
+    logits = decoder.step(options.seq, token);
+    ++stats.forward_passes;
+  }
+  stats.generate_ms = ms_since(t0);
+  return stats;
+}
+
+}  // namespace qkv

@@ -1,0 +1,41 @@
+// Text generation: encode a prompt, prefill it, then sample and step until a
+// stop condition, handing each printable piece to a callback as it is produced.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "runtime/decoder.h"
+#include "runtime/sampler.h"
+#include "runtime/tokenizer.h"
+
+namespace qkv {
+
+struct GenerateOptions {
+  // llama2.c's -n: total positions, BOS and prompt included (steps forward passes
+  // at most). 0: not used. Clamped to the context like llama2.c.
+  int64_t steps = 0;
+  // llama.cpp's -n: new tokens to sample; -1: until EOS/BOS or a full context.
+  int64_t n_predict = -1;
+  bool add_bos = true;
+  int64_t seq = 0;  // which sequence of the decoder
+  SamplerOptions sampler;
+};
+
+struct GenerateStats {
+  int64_t prompt_tokens = 0;     // after encoding, BOS included
+  int64_t generated_tokens = 0;  // sampled tokens (a stopping EOS/BOS included)
+  int64_t forward_passes = 0;
+  double prompt_ms = 0;          // prefill
+  double generate_ms = 0;        // sampling and decode steps
+  std::string stop_reason;       // "eos", "bos", "steps", "n_predict", "context", "stopped"
+};
+
+// Emits pieces exactly as llama2.c's run prints them: the prompt's pieces after
+// BOS, then each sampled piece; single bytes that are neither printable nor
+// white space are dropped. emit returns false to stop generating.
+GenerateStats generate(Decoder& decoder, const Tokenizer& tokenizer, const std::string& prompt,
+                       const GenerateOptions& options, const std::function<bool(const std::string&)>& emit);
+
+}  // namespace qkv

@@ -1,0 +1,316 @@
+#include "runtime/kv_cache.h"
+
+#include <sys/mman.h>
+#include <unistd.h>
+#include <cerrno>
+#include <algorithm>
+#include <cstring>
+#include <limits>
+
+#include "kernels/error.h"
+
+namespace qkv {
+namespace {
+
+constexpr uint64_t kHugePage = uint64_t(2) << 20;
+
+// a * b, or fail naming the quantity when it does not fit in 63 bits (strides are int64).
+uint64_t checked_mul(uint64_t a, uint64_t b, const char* what) {
+  uint64_t r = 0;
+  if (__builtin_mul_overflow(a, b, &r) || r > uint64_t(std::numeric_limits<int64_t>::max())) {
+    fail("KV cache size overflows computing ", what, " (", a, " * ", b, ")");
+  }
+  return r;
+}
+
+void check_config(const KVCacheConfig& c) {
+  QKV_CHECK(c.n_layers > 0, "KV cache: n_layers must be > 0 (got ", c.n_layers, ")");
+  QKV_CHECK(c.n_kv_heads > 0, "KV cache: n_kv_heads must be > 0 (got ", c.n_kv_heads, ")");
+  QKV_CHECK(c.head_dim > 0, "KV cache: head_dim must be > 0 (got ", c.head_dim, ")");
+  QKV_CHECK(c.capacity > 0, "KV cache: capacity must be > 0 positions (got ", c.capacity, ")");
+  QKV_CHECK(c.n_seqs > 0, "KV cache: n_seqs must be > 0 (got ", c.n_seqs, ")");
+  const int t = static_cast<int>(c.type);
+  QKV_CHECK(t >= 0 && t <= static_cast<int>(DType::Q8_0), "KV cache: unknown element type ", t);
+  QKV_CHECK(dtype_row_ok(c.type, static_cast<size_t>(c.head_dim)), "KV cache: head_dim ", c.head_dim,
+            " cannot be stored as ", dtype_name(c.type), " (needs a multiple of ",
+            dtype_block_values(c.type), ")");
+}
+
+// Converts n rows of d floats (src_stride floats apart) into n contiguous rows of
+// type t at dst.
+void store_rows(DType t, const float* src, int64_t src_stride, int64_t n, int64_t d, uint8_t* dst) {
+  const size_t row = dtype_row_bytes(t, static_cast<size_t>(d));
+  for (int64_t i = 0; i < n; ++i) encode_row(t, src + i * src_stride, static_cast<size_t>(d), dst + i * row);
+}
+
+}  // namespace
+
+uint64_t KVCache::bytes_for(const KVCacheConfig& c) {
+  check_config(c);
+  const uint64_t row = dtype_row_bytes(c.type, static_cast<size_t>(c.head_dim));
+  uint64_t total = checked_mul(row, uint64_t(c.capacity), "capacity rows");
+  total = checked_mul(total, uint64_t(c.n_kv_heads), "KV heads");
+  total = checked_mul(total, uint64_t(c.n_seqs), "sequences");
+  total = checked_mul(total, 2, "K and V");
+  total = checked_mul(total, uint64_t(c.n_layers), "layers");
+  return total;
+}
+
+uint64_t KVCache::bytes_per_token() const {
+  return uint64_t(row_bytes_) * uint64_t(config_.n_kv_heads) * 2 * uint64_t(config_.n_layers);
+}
+
+KVCache::KVCache(const KVCacheConfig& config) : config_(config) {
+  const uint64_t total = bytes_for(config);  // validates and checks for overflow
+  QKV_CHECK(config.memory_limit == 0 || total <= config.memory_limit, "KV cache needs ", total,
+            " bytes (", config.n_layers, " layers x ", config.n_seqs, " sequences x ",
+            config.n_kv_heads, " KV heads x ", config.capacity, " positions x ", config.head_dim,
+            " ", dtype_name(config.type), "), over the memory limit of ", config.memory_limit,
+            " bytes");
+  row_bytes_ = static_cast<int64_t>(dtype_row_bytes(config.type, static_cast<size_t>(config.head_dim)));
+  head_bytes_ = row_bytes_ * config.capacity;
+  seq_bytes_ = head_bytes_ * config.n_kv_heads;
+  lengths_.assign(static_cast<size_t>(config.n_seqs), 0);
+  stored_.assign(static_cast<size_t>(config.n_seqs * config.n_layers), 0);
+
+  // Large caches: over-map by one huge page so the data can start on a 2 MiB
+  // boundary, then return the unused head and tail. Small ones: page alignment.
+  const bool huge = total >= kHugePage;
+  const uint64_t slack = huge ? kHugePage : 0;
+  QKV_CHECK(total <= std::numeric_limits<size_t>::max() - slack, "KV cache of ", total,
+            " bytes does not fit in the address space");
+  const size_t map_bytes = static_cast<size_t>(total + slack);
+  void* p = mmap(nullptr, map_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) fail("KV cache: cannot allocate ", total, " bytes: ", std::strerror(errno));
+  uint8_t* base = static_cast<uint8_t*>(p);
+  uint8_t* start = base;
+  size_t keep = map_bytes;
+  if (huge) {
+    const uintptr_t a = reinterpret_cast<uintptr_t>(base);
+    start = reinterpret_cast<uint8_t*>((a + kHugePage - 1) & ~uintptr_t(kHugePage - 1));
+    const size_t head = static_cast<size_t>(start - base);
+    const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+    const size_t used = (static_cast<size_t>(total) + page - 1) / page * page;
+    if (head > 0) munmap(base, head);
+    if (head + used < map_bytes) munmap(start + used, map_bytes - head - used);
+    keep = used;
+    // Advisory only: without THP the cache works the same on 4 KiB pages.
+    madvise(start, keep, MADV_HUGEPAGE);
+  }
+  mapping_ = start;
+  mapping_bytes_ = keep;
+  data_ = start;
+}
+
+KVCache::~KVCache() {
+  if (mapping_ != nullptr) munmap(mapping_, mapping_bytes_);
+}
+
+void KVCache::check_layer(int64_t layer, const char* what) const {
+  QKV_CHECK(layer >= 0 && layer < config_.n_layers, "KV cache ", what, ": layer ", layer,
+            " out of range (", config_.n_layers, " layers)");
+}
+
+void KVCache::check_seq(int64_t seq, const char* what) const {
+  QKV_CHECK(seq >= 0 && seq < config_.n_seqs, "KV cache ", what, ": sequence ", seq,
+            " out of range (", config_.n_seqs, " sequences)");
+}
+
+uint8_t* KVCache::seq_base(int64_t layer, int kv, int64_t seq) const {
+  return data_ + ((layer * 2 + kv) * config_.n_seqs + seq) * seq_bytes_;
+}
+
+int64_t KVCache::length(int64_t seq) const {
+  check_seq(seq, "length");
+  return lengths_[static_cast<size_t>(seq)];
+}
+
+int64_t KVCache::stored(int64_t layer, int64_t seq) const {
+  check_layer(layer, "stored");
+  check_seq(seq, "stored");
+  return stored_[static_cast<size_t>(layer * config_.n_seqs + seq)];
+}
+
+void KVCache::store(int64_t layer, int64_t seq, int64_t pos, int64_t n, const float* k,
+                    const float* v) {
+  check_layer(layer, "store");
+  check_seq(seq, "store");
+  const int64_t len = lengths_[static_cast<size_t>(seq)];
+  QKV_CHECK(n >= 0, "KV cache store: negative count ", n);
+  QKV_CHECK(pos >= 0 && pos <= len, "KV cache store: position ", pos, " of sequence ", seq,
+            " is past its length ", len, " (positions must be written in order)");
+  QKV_CHECK(n <= config_.capacity - pos, "KV cache store: positions ", pos, "..", pos + n - 1,
+            " of sequence ", seq, " exceed the capacity of ", config_.capacity, " positions");
+  if (n == 0) return;
+  QKV_CHECK(k != nullptr && v != nullptr, "KV cache store: null K or V data");
+  const int64_t hkv = config_.n_kv_heads, d = config_.head_dim;
+  const float* src[2] = {k, v};
+  for (int kv = 0; kv < 2; ++kv) {
+    uint8_t* base = seq_base(layer, kv, seq) + pos * row_bytes_;
+    for (int64_t h = 0; h < hkv; ++h) {
+      // Source rows of one head are kv_dim floats apart; destination rows are
+      // contiguous within the head.
+      store_rows(config_.type, src[kv] + h * d, hkv * d, n, d, base + h * head_bytes_);
+    }
+  }
+  int64_t& extent = stored_ref(layer, seq);
+  extent = std::max(extent, pos + n);
+}
+
+void KVCache::commit(int64_t seq, int64_t new_length) {
+  check_seq(seq, "commit");
+  QKV_CHECK(new_length >= 0 && new_length <= config_.capacity, "KV cache commit: length ",
+            new_length, " for sequence ", seq, " outside 0..", config_.capacity);
+  for (int64_t l = 0; l < config_.n_layers; ++l) {
+    const int64_t extent = stored_[static_cast<size_t>(l * config_.n_seqs + seq)];
+    QKV_CHECK(new_length <= extent, "KV cache commit: sequence ", seq, " to length ", new_length,
+              " but layer ", l, " holds only ", extent, " stored positions (store every layer first)");
+  }
+  const int64_t old_length = lengths_[static_cast<size_t>(seq)];
+  lengths_[static_cast<size_t>(seq)] = new_length;
+  // Committing a shorter length forgets the rest, as truncate() does, so a later
+  // attend cannot read rows that belonged to the discarded tokens.
+  if (new_length < old_length) {
+    for (int64_t l = 0; l < config_.n_layers; ++l) {
+      int64_t& extent = stored_ref(l, seq);
+      extent = std::min(extent, new_length);
+    }
+  }
+}
+
+void KVCache::append(int64_t seq, int64_t n, const float* k, const float* v) {
+  check_seq(seq, "append");
+  const int64_t len = lengths_[static_cast<size_t>(seq)];
+  QKV_CHECK(n >= 0, "KV cache append: negative count ", n);
+  // Checked up front so a failing append leaves every layer untouched.
+  QKV_CHECK(n <= config_.capacity - len, "KV cache append: ", n, " positions after ", len,
+            " in sequence ", seq, " exceed the capacity of ", config_.capacity, " positions");
+  if (n == 0) return;
+  QKV_CHECK(k != nullptr && v != nullptr, "KV cache append: null K or V data");
+  const int64_t layer_floats = n * config_.n_kv_heads * config_.head_dim;
+  for (int64_t l = 0; l < config_.n_layers; ++l) {
+    store(l, seq, len, n, k + l * layer_floats, v + l * layer_floats);
+  }
+  commit(seq, len + n);
+}
+
+void KVCache::truncate(int64_t seq, int64_t new_length) {
+  check_seq(seq, "truncate");
+  const int64_t len = lengths_[static_cast<size_t>(seq)];
+  QKV_CHECK(new_length >= 0 && new_length <= len, "KV cache truncate: sequence ", seq,
+            " to length ", new_length, " but it holds ", len, " positions");
+  lengths_[static_cast<size_t>(seq)] = new_length;
+  for (int64_t l = 0; l < config_.n_layers; ++l) {
+    int64_t& extent = stored_ref(l, seq);
+    extent = std::min(extent, new_length);
+  }
+}
+
+void KVCache::clear(int64_t seq) {
+  check_seq(seq, "clear");
+  truncate(seq, 0);
+}
+
+void KVCache::copy_prefix(int64_t src, int64_t dst, int64_t n) {
+  check_seq(src, "copy_prefix (source)");
+  check_seq(dst, "copy_prefix (destination)");
+  const int64_t src_len = lengths_[static_cast<size_t>(src)];
+  QKV_CHECK(n >= 0 && n <= src_len, "KV cache copy_prefix: ", n, " positions from sequence ", src,
+            " which holds ", src_len);
+  if (src != dst && n > 0) {
+    // Each head's positions are contiguous, so a prefix is one block per (layer, K|V, head).
+    for (int64_t l = 0; l < config_.n_layers; ++l) {
+      for (int kv = 0; kv < 2; ++kv) {
+        const uint8_t* from = seq_base(l, kv, src);
+        uint8_t* to = seq_base(l, kv, dst);
+        for (int64_t h = 0; h < config_.n_kv_heads; ++h) {
+          std::memcpy(to + h * head_bytes_, from + h * head_bytes_, static_cast<size_t>(n * row_bytes_));
+        }
+      }
+    }
+  }
+  lengths_[static_cast<size_t>(dst)] = n;
+  for (int64_t l = 0; l < config_.n_layers; ++l) stored_ref(l, dst) = n;
+}
+
+KVView KVCache::view(int64_t layer, int kv) const {
+  KVView v;
+  v.data = seq_base(layer, kv, 0);
+  v.type = config_.type;
+  v.batch_stride = seq_bytes_;
+  v.head_stride = head_bytes_;
+  v.row_stride = row_bytes_;
+  return v;
+}
+
+KVView KVCache::keys(int64_t layer) const {
+  check_layer(layer, "keys");
+  return view(layer, 0);
+}
+
+KVView KVCache::values(int64_t layer) const {
+  check_layer(layer, "values");
+  return view(layer, 1);
+}
+
+void KVCache::attend_decode(int64_t layer, const int64_t* seqs, const int64_t* len, int64_t n,
+                            int64_t n_heads, const float* q, float* out, float scale) const {
+  check_layer(layer, "attend_decode");
+  QKV_CHECK(n >= 0, "KV cache attend_decode: negative sequence count ", n);
+  if (n == 0) return;
+  QKV_CHECK(seqs != nullptr && len != nullptr && q != nullptr && out != nullptr,
+            "KV cache attend_decode: null argument");
+  const int64_t hkv = config_.n_kv_heads, d = config_.head_dim;
+  QKV_CHECK(n_heads > 0 && n_heads % hkv == 0, "KV cache attend_decode: ", n_heads,
+            " query heads is not a multiple of the cache's ", hkv, " KV heads");
+  for (int64_t i = 0; i < n; ++i) {
+    check_seq(seqs[i], "attend_decode");
+    const int64_t extent = stored_[static_cast<size_t>(layer * config_.n_seqs + seqs[i])];
+    QKV_CHECK(len[i] >= 1 && len[i] <= extent, "KV cache attend_decode: length ", len[i],
+              " for sequence ", seqs[i], " but layer ", layer, " holds ", extent,
+              " stored positions (store the new token first)");
+  }
+
+  // The kernel addresses batch row b at base + b*batch_stride, so any run of
+  // sequence ids in arithmetic progression (0,1,2,... being the usual one) is
+  // one call with per-row key counts, read in place; other lists split into
+  // such runs. Each call parallelizes over (row, KV head, key chunk) itself.
+  const KVView kall = view(layer, 0), vall = view(layer, 1);
+  const int64_t q_row = n_heads * d;
+  int64_t i = 0;
+  while (i < n) {
+    int64_t j = i + 1;
+    // Non-negative steps only, so no stride handed to the kernel is negative.
+    const int64_t step = j < n ? seqs[j] - seqs[i] : 0;
+    if (step >= 0) {
+      while (j < n && seqs[j] - seqs[j - 1] == step) ++j;
+    }
+    const int64_t rows = j - i;
+
+    AttentionShape shape;
+    shape.B = rows;
+    shape.Hq = n_heads;
+    shape.Hkv = hkv;
+    shape.Lq = 1;
+    shape.Lk = *std::max_element(len + i, len + j);
+    shape.d = d;
+
+    KVView kv[2] = {kall, vall};
+    for (KVView& view : kv) {
+      view.data = static_cast<const uint8_t*>(view.data) + seqs[i] * seq_bytes_;
+      view.batch_stride = step * seq_bytes_;
+    }
+    QueryView qv{q + i * q_row, q_row, d, q_row};
+    OutputView ov{out + i * q_row, q_row, d, q_row};
+    // The query is the newest position, so it sees exactly the keys 0..len-1 of
+    // its own sequence: a per-row key count is the whole mask.
+    AttentionMask mask;
+    mask.kv_len_per_batch = len + i;
+    AttentionOptions opts;
+    opts.scale = scale;
+    attention(shape, qv, kv[0], kv[1], mask, ov, opts);
+    i = j;
+  }
+}
+
+}  // namespace qkv

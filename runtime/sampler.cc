@@ -1,0 +1,86 @@
+#include "runtime/sampler.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "kernels/error.h"
+
+namespace qkv {
+
+int32_t argmax(const float* x, int64_t n) {
+  int64_t best = 0;
+  for (int64_t i = 1; i < n; ++i) {
+    if (x[i] > x[best]) best = i;
+  }
+  return static_cast<int32_t>(best);
+}
+
+Sampler::Sampler(const SamplerOptions& options) : options_(options), state_(options.seed) {
+  QKV_CHECK(std::isfinite(options.temperature), "temperature must be a finite number");
+  QKV_CHECK(options.top_p > 0.0f, "top-p must be positive (1 turns it off)");
+  QKV_CHECK(options.min_p < 1.0f, "min-p must be below 1 (0 turns it off)");
+}
+
+// splitmix64: a small, well-mixed generator whose whole state is the seed.
+double Sampler::next_uniform() {
+  uint64_t z = (state_ += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  z ^= z >> 31;
+  return static_cast<double>(z >> 11) * 0x1.0p-53;
+}
+
+int32_t Sampler::sample(float* logits, int64_t n) {
+  QKV_CHECK(n >= 1 && logits != nullptr, "sampling needs at least one logit");
+  if (options_.temperature <= 0.0f) return argmax(logits, n);
+
+  // Candidates sorted by logit, cut to top-k.
+  candidates_.resize(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) candidates_[i] = {logits[i], static_cast<int32_t>(i)};
+  auto by_logit = [](const std::pair<float, int32_t>& a, const std::pair<float, int32_t>& b) {
+    return a.first > b.first || (a.first == b.first && a.second < b.second);
+  };
+  size_t keep = candidates_.size();
+  if (options_.top_k > 0 && static_cast<size_t>(options_.top_k) < keep) {
+    keep = static_cast<size_t>(options_.top_k);
+    std::partial_sort(candidates_.begin(), candidates_.begin() + keep, candidates_.end(), by_logit);
+  } else {
+    std::sort(candidates_.begin(), candidates_.end(), by_logit);
+  }
+  candidates_.resize(keep);
+
+  // Softmax at the temperature, in double (probabilities of the kept candidates).
+  const double inv_t = 1.0 / options_.temperature;
+  const double top = candidates_[0].first;
+  std::vector<double> p(keep);
+  double sum = 0;
+  for (size_t i = 0; i < keep; ++i) sum += p[i] = std::exp((candidates_[i].first - top) * inv_t);
+  for (double& x : p) x /= sum;
+
+  // min-p: drop candidates below min_p times the most likely one's probability.
+  if (options_.min_p > 0.0f) {
+    size_t k = 1;
+    while (k < keep && p[k] >= options_.min_p * p[0]) ++k;
+    keep = k;
+  }
+  // top-p: the smallest prefix whose mass reaches top_p.
+  if (options_.top_p < 1.0f) {
+    double mass = 0;
+    size_t k = 0;
+    while (k < keep) {
+      mass += p[k++];
+      if (mass >= options_.top_p) break;
+    }
+    keep = k;
+  }
+  double total = 0;
+  for (size_t i = 0; i < keep; ++i) total += p[i];
+  double r = next_uniform() * total;
+  for (size_t i = 0; i < keep; ++i) {
+    r -= p[i];
+    if (r < 0) return candidates_[i].second;
+  }
+  return candidates_[keep - 1].second;
+}
+
+}  // namespace qkv

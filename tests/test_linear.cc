@@ -1,0 +1,270 @@
+// ctest-labels: kernels asan
+// matvec / matvec_multi / matmul against the fp64 reference for every dtype and
+// awkward tilings, thread-count independence, and rejection of bad shapes.
+//
+// Tolerances. Every kernel computes sum_i w_i x_i in f32 with the weights decoded
+// exactly (F16, BF16 and Q8_0's d*q are exact in f32). Whatever the summation
+// order, the rounding error of an n-term f32 dot product is at most
+// gamma_n * sum_i |w_i x_i| with gamma_n ~ n * 2^-24 (Higham, ch. 3); we allow
+// (cols + 4) * 2^-24 * sum|w x| (the +4 covers the Q8_0 block-scale product and
+// the horizontal reduction). The bf16 GEMM path also rounds each activation
+// (and each F16/Q8_0 weight) to bf16, a relative error of at most 2^-9 each, so
+// each product may be off by (1 + 2^-9)^2 - 1 < 2^-8 + 2^-17 relative: we allow
+// (2^-8 + 2^-17) * sum|w x| on top. A wrong element, row or scale gives errors
+// of order |w x| itself, far outside either bound.
+#include <doctest/doctest.h>
+#include <omp.h>
+
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "kernels/dtype.h"
+#include "kernels/error.h"
+#include "kernels/linear.h"
+#include "kernels/linear_internal.h"
+
+using namespace qkv;
+
+namespace {
+
+constexpr DType kAllTypes[] = {DType::F32, DType::F16, DType::BF16, DType::Q8_0};
+
+struct TestMatrix {
+  std::vector<uint8_t> bytes;
+  std::vector<float> decoded;  // the exact f32 values the kernels must use
+  Matrix m;
+};
+
+TestMatrix make_matrix(DType t, int64_t rows, int64_t cols, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  TestMatrix tm;
+  const size_t rb = dtype_row_bytes(t, static_cast<size_t>(cols));
+  tm.bytes.resize(rb * static_cast<size_t>(rows) + 1);  // +1 so data() is never null for empty shapes
+  tm.decoded.resize(static_cast<size_t>(rows * cols));
+  std::vector<float> row(static_cast<size_t>(cols));
+  for (int64_t r = 0; r < rows; ++r) {
+    // Rows of different magnitudes, so a mixed-up row or block scale shows.
+    const float scale = std::ldexp(1.0f, static_cast<int>(r % 7) - 3);
+    for (auto& v : row) v = u(rng) * scale;
+    encode_row(t, row.data(), static_cast<size_t>(cols), tm.bytes.data() + r * rb);
+    decode_row(t, tm.bytes.data() + r * rb, static_cast<size_t>(cols), tm.decoded.data() + r * cols);
+  }
+  tm.m = Matrix{tm.bytes.data(), t, rows, cols};
+  return tm;
+}
+
+std::vector<float> random_vec(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(-2.0f, 2.0f);
+  std::vector<float> v(n);
+  for (auto& x : v) x = u(rng);
+  return v;
+}
+
+// Checks Y (M x rows) against the fp64 reference with the bound described above.
+void check_result(const TestMatrix& tm, const std::vector<float>& X, int64_t M, const std::vector<float>& Y,
+                  double extra_rel) {
+  const int64_t rows = tm.m.rows, cols = tm.m.cols;
+  std::vector<float> ref(static_cast<size_t>(M * rows));
+  matmul_reference(tm.m, X.data(), M, ref.data());
+  const double gamma = (cols + 4) * 0x1p-24 + extra_rel;
+  int bad = 0;
+  for (int64_t m = 0; m < M; ++m) {
+    for (int64_t r = 0; r < rows; ++r) {
+      double abs_sum = 0;
+      for (int64_t i = 0; i < cols; ++i) abs_sum += std::fabs(double(tm.decoded[r * cols + i]) * X[m * cols + i]);
+      const double err = std::fabs(double(Y[m * rows + r]) - ref[m * rows + r]);
+      if (!(err <= gamma * abs_sum) && bad++ < 5) {
+        FAIL_CHECK("m=", m, " r=", r, " got ", Y[m * rows + r], " want ", ref[m * rows + r], " err ", err,
+                   " bound ", gamma * abs_sum);
+      }
+    }
+  }
+  CHECK(bad == 0);
+}
+
+// Runs f with OpenMP limited to n threads, restoring the previous limit.
+template <typename F>
+void with_threads(int n, F f) {
+  const int old = omp_get_max_threads();
+  omp_set_num_threads(n);
+  f();
+  omp_set_num_threads(old);
+}
+
+}  // namespace
+
+TEST_CASE("matmul_reference on a hand-computed case") {
+  const float w[6] = {1, 2, 3, -4, 5, -6};
+  const float x[6] = {1, 1, 1, 0.5f, 0.25f, 2};
+  float y[4] = {};
+  matmul_reference(Matrix{w, DType::F32, 2, 3}, x, 2, y);
+  CHECK(y[0] == 6.0f);             // 1+2+3
+  CHECK(y[1] == -5.0f);            // -4+5-6
+  CHECK(y[2] == 7.0f);             // 0.5+0.5+6
+  CHECK(y[3] == -12.75f);          // -2+1.25-12
+}
+
+TEST_CASE("matvec matches the reference for every dtype and awkward tilings") {
+  for (DType t : kAllTypes) {
+    const std::vector<int64_t> cols_list =
+        t == DType::Q8_0 ? std::vector<int64_t>{32, 96, 608} : std::vector<int64_t>{1, 7, 17, 33, 100, 200, 577};
+    for (int64_t cols : cols_list) {
+      for (int64_t rows : {1, 3, 4, 5, 13, 67}) {
+        CAPTURE(dtype_name(t));
+        CAPTURE(rows);
+        CAPTURE(cols);
+        const auto tm = make_matrix(t, rows, cols, static_cast<uint32_t>(rows * 1000 + cols));
+        const auto x = random_vec(static_cast<size_t>(cols), 7);
+        std::vector<float> y(static_cast<size_t>(rows), NAN);
+        matvec(tm.m, x.data(), y.data());
+        check_result(tm, x, 1, y, 0.0);
+      }
+    }
+  }
+}
+
+TEST_CASE("matmul matches the reference for every dtype and batch size") {
+  for (DType t : kAllTypes) {
+    const int64_t cols = t == DType::Q8_0 ? 160 : 131;
+    const int64_t rows = 70;
+    const auto tm = make_matrix(t, rows, cols, 11);
+    for (int64_t M : {1, 2, 3, 7, 16, 17, 64, 300}) {
+      CAPTURE(dtype_name(t));
+      CAPTURE(M);
+      const auto X = random_vec(static_cast<size_t>(M * cols), static_cast<uint32_t>(M));
+      std::vector<float> Y(static_cast<size_t>(M * rows), NAN);
+      matmul(tm.m, X.data(), M, Y.data());
+      const bool bf16 = M > kMatmulSmallMaxM && t != DType::F32 &&
+                        detail::default_gemm_precision(t) == detail::GemmPrecision::kBF16;
+      check_result(tm, X, M, Y, bf16 ? 0x1p-8 + 0x1p-17 : 0.0);
+    }
+  }
+}
+
+TEST_CASE("both oneDNN precisions stay within their bounds") {
+  for (DType t : kAllTypes) {
+    // More rows than one decoded tile (about 2 MB), so tiling is exercised.
+    const int64_t cols = 1024, rows = 600, M = 33;
+    const auto tm = make_matrix(t, rows, cols, 5);
+    const auto X = random_vec(static_cast<size_t>(M * cols), 9);
+    for (auto p : {detail::GemmPrecision::kF32, detail::GemmPrecision::kBF16}) {
+      CAPTURE(dtype_name(t));
+      CAPTURE(static_cast<int>(p));
+      std::vector<float> Y(static_cast<size_t>(M * rows), NAN);
+      detail::matmul_onednn(tm.m, X.data(), M, Y.data(), p);
+      const bool bf16 = p == detail::GemmPrecision::kBF16 && t != DType::F32;
+      check_result(tm, X, M, Y, bf16 ? 0x1p-8 + 0x1p-17 : 0.0);
+    }
+  }
+}
+
+TEST_CASE("matvec_multi equals separate matvecs") {
+  // Different rows and dtypes, one shared input; big enough to run on 2 threads.
+  const int64_t cols = 256;
+  const auto a = make_matrix(DType::F16, 257, cols, 1);
+  const auto b = make_matrix(DType::Q8_0, 66, cols, 2);
+  const auto c = make_matrix(DType::BF16, 3, cols, 3);
+  const auto x = random_vec(cols, 4);
+  const Matrix Ws[3] = {a.m, b.m, c.m};
+  std::vector<float> ya(257), yb(66), yc(3), ra(257), rb(66), rc(3);
+  float* ys[3] = {ya.data(), yb.data(), yc.data()};
+  with_threads(2, [&] { matvec_multi(Ws, ys, 3, x.data()); });
+  matvec(a.m, x.data(), ra.data());
+  matvec(b.m, x.data(), rb.data());
+  matvec(c.m, x.data(), rc.data());
+  CHECK(ya == ra);
+  CHECK(yb == rb);
+  CHECK(yc == rc);
+  check_result(b, x, 1, yb, 0.0);
+}
+
+TEST_CASE("1 and 2 threads give the same results") {
+  for (DType t : kAllTypes) {
+    CAPTURE(dtype_name(t));
+    const int64_t rows = 301, cols = 512;  // above the parallel threshold
+    const auto tm = make_matrix(t, rows, cols, 21);
+    for (int64_t M : {1, 5, 16, 40}) {
+      CAPTURE(M);
+      const auto X = random_vec(static_cast<size_t>(M * cols), 22);
+      std::vector<float> y1(static_cast<size_t>(M * rows)), y2(y1.size());
+      with_threads(1, [&] { matmul(tm.m, X.data(), M, y1.data()); });
+      with_threads(2, [&] { matmul(tm.m, X.data(), M, y2.data()); });
+      if (M <= kMatmulSmallMaxM) {
+        // Highway paths: each row is computed by the same code on any thread.
+        CHECK(y1 == y2);
+      } else {
+        // oneDNN may split the reduction differently: both within the bound.
+        const bool bf16 = t != DType::F32 && detail::default_gemm_precision(t) == detail::GemmPrecision::kBF16;
+        check_result(tm, X, M, y1, bf16 ? 0x1p-8 + 0x1p-17 : 0.0);
+        check_result(tm, X, M, y2, bf16 ? 0x1p-8 + 0x1p-17 : 0.0);
+      }
+    }
+  }
+}
+
+TEST_CASE("called inside a parallel region, the kernels run serially and correctly") {
+  const auto tm = make_matrix(DType::F16, 200, 512, 8);
+  const auto x = random_vec(512 * 20, 9);
+  std::vector<float> y0(200), y1(200), yb(20 * 200), ref(20 * 200);
+  matvec(tm.m, x.data(), y0.data());
+  matmul(tm.m, x.data(), 20, ref.data());
+#pragma omp parallel num_threads(2)
+  {
+#pragma omp single
+    {
+      matvec(tm.m, x.data(), y1.data());
+      matmul(tm.m, x.data(), 20, yb.data());
+    }
+  }
+  CHECK(y0 == y1);
+  check_result(tm, x, 20, yb, 0.0);  // serial fallback is the Highway kernel
+}
+
+TEST_CASE("empty shapes are no-ops") {
+  float y = 42.0f;
+  const float x = 1.0f;
+  matvec(Matrix{nullptr, DType::F32, 0, 8}, &x, &y);
+  matmul(Matrix{nullptr, DType::F16, 0, 8}, &x, 3, &y);
+  const uint16_t w16[32] = {};
+  matmul(Matrix{w16, DType::F16, 4, 8}, &x, 0, &y);
+  matvec_multi(nullptr, nullptr, 0, &x);
+  CHECK(y == 42.0f);
+  // Zero columns: every dot product is empty, so 0.
+  float z[2] = {5, 5};
+  const float dummy = 0;
+  matvec(Matrix{&dummy, DType::F32, 2, 0}, &x, z);
+  CHECK(z[0] == 0.0f);
+  CHECK(z[1] == 0.0f);
+}
+
+TEST_CASE("bad shapes and pointers are rejected with qkv::Error") {
+  const auto tm = make_matrix(DType::F32, 4, 40, 1);
+  const auto x = random_vec(64 * 40, 2);
+  std::vector<float> y(64 * 4);
+  std::vector<uint8_t> q8(34 * 10);
+  CHECK_THROWS_AS(matvec(Matrix{q8.data(), DType::Q8_0, 2, 40}, x.data(), y.data()), Error);
+  CHECK_THROWS_AS(matmul(Matrix{q8.data(), DType::Q8_0, 2, 40}, x.data(), 64, y.data()), Error);
+  CHECK_THROWS_AS(matvec(Matrix{nullptr, DType::F32, 4, 40}, x.data(), y.data()), Error);
+  CHECK_THROWS_AS(matvec(tm.m, nullptr, y.data()), Error);
+  CHECK_THROWS_AS(matvec(tm.m, x.data(), nullptr), Error);
+  CHECK_THROWS_AS(matmul(tm.m, nullptr, 3, y.data()), Error);
+  CHECK_THROWS_AS(matmul(tm.m, x.data(), 3, nullptr), Error);
+  CHECK_THROWS_AS(matmul(tm.m, x.data(), -1, y.data()), Error);
+  CHECK_THROWS_AS(matvec(Matrix{tm.bytes.data(), DType::F32, -1, 40}, x.data(), y.data()), Error);
+  CHECK_THROWS_AS(matvec(Matrix{tm.bytes.data(), static_cast<DType>(9), 4, 40}, x.data(), y.data()), Error);
+  CHECK_THROWS_AS(matmul_reference(Matrix{nullptr, DType::F32, 4, 40}, x.data(), 1, y.data()), Error);
+
+  const auto other = make_matrix(DType::F32, 4, 41, 2);
+  const Matrix Ws[2] = {tm.m, other.m};
+  float* ys[2] = {y.data(), y.data() + 4};
+  CHECK_THROWS_WITH_AS(matvec_multi(Ws, ys, 2, x.data()), doctest::Contains("columns"), Error);
+  float* null_ys[2] = {y.data(), nullptr};
+  const Matrix same[2] = {tm.m, tm.m};
+  CHECK_THROWS_AS(matvec_multi(same, null_ys, 2, x.data()), Error);
+  CHECK_THROWS_AS(matvec_multi(same, ys, -1, x.data()), Error);
+  CHECK_THROWS_AS(matvec_multi(nullptr, ys, 2, x.data()), Error);
+}
