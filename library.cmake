@@ -17,22 +17,42 @@ set_target_properties(qkv_static PROPERTIES EXPORT_NAME qkv_static)
 target_link_libraries(qkv_shared PRIVATE hwy::hwy DNNL::dnnl OpenMP::OpenMP_CXX Threads::Threads)
 # A static archive carries its dependencies' link lines to the consumer.
 target_link_libraries(qkv_static INTERFACE hwy::hwy DNNL::dnnl OpenMP::OpenMP_CXX Threads::Threads)
-target_link_options(qkv_shared PRIVATE -Wl,--exclude-libs,ALL -Wl,--no-undefined)
+
+# -fvisibility=hidden keeps qkv's own symbols private, but template code
+# instantiated from the standard library's and Highway's headers still comes out
+# with default visibility (e.g. std::vector<float>::_M_realloc_insert). A version
+# script makes the rule exact: qkv_* is the whole dynamic interface. The test
+# qkv_exports (tests/install.cmake) checks it with nm -D.
+set(QKV_VERSION_SCRIPT ${PROJECT_BINARY_DIR}/qkv.map)
+file(WRITE ${QKV_VERSION_SCRIPT} "{\n  global: qkv_*;\n  local: *;\n};\n")
+target_link_options(qkv_shared PRIVATE -Wl,--version-script=${QKV_VERSION_SCRIPT}
+                    -Wl,--exclude-libs,ALL -Wl,--no-undefined)
+set_target_properties(qkv_shared PROPERTIES LINK_DEPENDS ${QKV_VERSION_SCRIPT})
 if(QKV_SANITIZE OR QKV_TSAN)
   target_link_libraries(qkv_shared PRIVATE qkv_flags)
 endif()
 
 install(FILES ${PROJECT_SOURCE_DIR}/include/qkv.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
-install(TARGETS qkv_shared qkv_static EXPORT qkvTargets
+# Two export sets, so a consumer of the shared library needs none of the
+# static archive's dependencies (Highway, oneDNN, OpenMP development files).
+install(TARGETS qkv_shared EXPORT qkvSharedTargets
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
-        ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
         RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
-install(EXPORT qkvTargets NAMESPACE qkv:: DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/qkv)
+install(TARGETS qkv_static EXPORT qkvStaticTargets ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
+install(EXPORT qkvSharedTargets NAMESPACE qkv:: FILE qkv-shared-targets.cmake
+        DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/qkv)
+install(EXPORT qkvStaticTargets NAMESPACE qkv:: FILE qkv-static-targets.cmake
+        DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/qkv)
 configure_package_config_file(${PROJECT_SOURCE_DIR}/third_party/qkv-config.cmake.in
   ${PROJECT_BINARY_DIR}/qkv-config.cmake INSTALL_DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/qkv)
 write_basic_package_version_file(${PROJECT_BINARY_DIR}/qkv-config-version.cmake
   COMPATIBILITY SameMinorVersion)
 install(FILES ${PROJECT_BINARY_DIR}/qkv-config.cmake ${PROJECT_BINARY_DIR}/qkv-config-version.cmake
         DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/qkv)
+
+# qkv.pc finds its prefix from its own location (${pcfiledir}), so it stays
+# right for `cmake --install --prefix DIR` and for a moved install tree.
+file(RELATIVE_PATH QKV_PC_TO_PREFIX /root/${CMAKE_INSTALL_LIBDIR}/pkgconfig /root)
+string(REGEX REPLACE "/$" "" QKV_PC_TO_PREFIX "${QKV_PC_TO_PREFIX}")
 configure_file(${PROJECT_SOURCE_DIR}/third_party/qkv.pc.in ${PROJECT_BINARY_DIR}/qkv.pc @ONLY)
 install(FILES ${PROJECT_BINARY_DIR}/qkv.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)

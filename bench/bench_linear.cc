@@ -95,9 +95,12 @@ void naive_matvec(const Matrix& W, const float* x, float* y) {
   }
 }
 
-void BM_matvec(benchmark::State& state, DType t, int64_t rows, int64_t cols, bool naive) {
+void BM_matvec(benchmark::State& state, DType t, int64_t rows, int64_t cols, bool naive,
+               detail::Q8Dot q8) {
   const int threads = int(state.range(0));
   omp_set_num_threads(threads);
+  const detail::Q8Dot saved = detail::q8_matvec_mode();
+  detail::set_q8_matvec_mode(q8);
   const Weights w = make_weights(t, rows, cols, naive ? 0 : kStreamBytes);
   const auto x = random_vec(size_t(cols));
   std::vector<float> y(static_cast<size_t>(rows));
@@ -112,6 +115,7 @@ void BM_matvec(benchmark::State& state, DType t, int64_t rows, int64_t cols, boo
   state.counters["bytes/s"] = benchmark::Counter(double(w.bytes()) * state.iterations(),
                                                  benchmark::Counter::kIsRate, benchmark::Counter::kIs1024);
   state.counters["copies"] = double(w.copies.size());
+  detail::set_q8_matvec_mode(saved);
 }
 
 // Flop rate of Y = X·Wᵀ for M inputs; `mode` 0 = matmul(), 1/2 = oneDNN in f32/bf16.
@@ -143,11 +147,21 @@ int register_all() {
     for (const auto& s : kMatvecShapes) {
       const std::string shape = std::to_string(s.rows) + "x" + std::to_string(s.cols);
       benchmark::RegisterBenchmark(("matvec/" + std::string(dtype_name(t)) + "/" + shape).c_str(), BM_matvec, t,
-                                   s.rows, s.cols, false)
+                                   s.rows, s.cols, false, detail::q8_matvec_mode())
           ->Arg(1)->Arg(2)->UseRealTime();
+      if (t == DType::Q8_0) {
+        // Both Q8_0 strategies: integer dot products with quantized x, and
+        // dequantizing the weights to f32 in registers.
+        for (auto mode : {detail::Q8Dot::kInt8, detail::Q8Dot::kDequantF32}) {
+          benchmark::RegisterBenchmark(
+              ("matvec_q8_" + std::string(mode == detail::Q8Dot::kInt8 ? "int8" : "deq") + "/" + shape).c_str(),
+              BM_matvec, t, s.rows, s.cols, false, mode)
+              ->Arg(1)->Arg(2)->UseRealTime();
+        }
+      }
       if (s.rows * s.cols <= 2048 * 2048) {
         benchmark::RegisterBenchmark(("naive_matvec/" + std::string(dtype_name(t)) + "/" + shape).c_str(),
-                                     BM_matvec, t, s.rows, s.cols, true)
+                                     BM_matvec, t, s.rows, s.cols, true, detail::q8_matvec_mode())
             ->Arg(1)->UseRealTime();
       }
     }

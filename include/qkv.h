@@ -1,17 +1,28 @@
 /* qkv: run llama-style transformer decoders on CPUs.
  *
  * The C interface of libqkv (C99; no C++ types cross it, and no exception does).
- * Every function that can fail returns a qkv_status; on failure
- * qkv_last_error() gives a readable message for the calling thread.
+ *
+ * Errors: every function that can fail returns a qkv_status. On failure
+ * qkv_last_error() gives a readable message for the calling thread; nothing
+ * aborts the host program, and every pointer and size argument is checked
+ * (a NULL where an object is required is QKV_ERR_INVALID_ARGUMENT). Output
+ * parameters are left untouched or set to NULL/0 on failure, as stated below.
  *
  * Objects:
  *   qkv_model    weights + tokenizer, read-only once loaded; share it freely
- *                between threads and sessions.
+ *                between threads, contexts and sessions. It must outlive them.
  *   qkv_context  a KV cache with one or more sequence slots and the
- *                activation buffers to run them; one thread at a time.
+ *                activation buffers to run them. Use it from one thread at a
+ *                time (any thread; not two at once).
  *   qkv_session  one sequence: a slot of a context. qkv_session_create() makes
- *                a session with a private one-slot context; qkv_context_session()
- *                hands out the slots of a shared context for batched steps.
+ *                a session with a private one-slot context (sessions made this
+ *                way may run on different threads at the same time, even on
+ *                one model); qkv_context_session() hands out the slots of a
+ *                shared context for batched steps.
+ *
+ * Threads: each context has a thread count (qkv_context_options.threads). A
+ * call runs on that many OpenMP threads and restores the calling thread's
+ * OpenMP setting before it returns.
  */
 #ifndef QKV_H
 #define QKV_H
@@ -19,6 +30,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* Only the functions marked QKV_API are exported from libqkv.so. */
 #if defined(QKV_BUILDING_LIBRARY) && defined(__GNUC__)
 #define QKV_API __attribute__((visibility("default")))
 #else
@@ -31,54 +43,80 @@ extern "C" {
 
 typedef enum {
   QKV_OK = 0,
-  QKV_ERR_INVALID_ARGUMENT = 1, /* null pointer, bad option, impossible shape */
-  QKV_ERR_IO = 2,               /* file missing or unreadable */
+  QKV_ERR_INVALID_ARGUMENT = 1, /* null pointer, bad option, impossible shape, bad token id */
+  QKV_ERR_IO = 2,               /* file missing, unreadable or not a regular file */
   QKV_ERR_FORMAT = 3,           /* malformed or unsupported model/tokenizer file */
-  QKV_ERR_CONTEXT_OVERFLOW = 4, /* tokens do not fit in the context */
+  QKV_ERR_CONTEXT_OVERFLOW = 4, /* tokens do not fit in the session's context */
   QKV_ERR_OUT_OF_MEMORY = 5,    /* over the memory limit, or allocation failed */
-  QKV_ERR_BUFFER_TOO_SMALL = 6, /* caller's buffer too small: the needed size is returned */
-  QKV_ERR_INTERNAL = 7
+  QKV_ERR_BUFFER_TOO_SMALL = 6, /* caller's buffer too small: see each function for the size needed */
+  QKV_ERR_INTERNAL = 7          /* a bug in qkv: please report the message */
 } qkv_status;
 
+/* Element types (KV cache, bare attention's K and V). Q8_0 needs rows that are a
+ * multiple of 32 values (head_dim % 32 == 0). */
 typedef enum { QKV_TYPE_F32 = 0, QKV_TYPE_F16 = 1, QKV_TYPE_BF16 = 2, QKV_TYPE_Q8_0 = 3 } qkv_type;
 
 typedef struct qkv_model qkv_model;
 typedef struct qkv_context qkv_context;
 typedef struct qkv_session qkv_session;
 
-/* The message of the last failed call on this thread ("" if none). */
+/* ---- library ---- */
+
+/* The message of the last failed call on this thread ("" if none has failed).
+ * A successful call does not change it. The pointer stays valid until the next
+ * failing call on this thread. */
 QKV_API const char* qkv_last_error(void);
+/* The library version, "MAJOR.MINOR.PATCH". */
 QKV_API const char* qkv_version(void);
-/* The SIMD target the kernels dispatched to on this CPU, e.g. "AVX3_DL". */
+/* The SIMD target the kernels dispatched to on this CPU, e.g. "AVX3_DL", "AVX2". */
 QKV_API const char* qkv_simd_target(void);
+/* A short name for a status ("ok", "i/o error", ...); "unknown status" otherwise. */
 QKV_API const char* qkv_status_name(qkv_status status);
 
 /* ---- models ---- */
 
 typedef struct {
-  const char* tokenizer_path; /* llama2.c tokenizer.bin; NULL: the model file's own vocabulary */
+  const char* tokenizer_path; /* llama2.c tokenizer.bin (or a GGUF holding a vocabulary);
+                                 NULL: the model file's own vocabulary (GGUF) or none */
 } qkv_model_options;
 
+/* Fills options with the defaults (no tokenizer file). */
 QKV_API void qkv_model_options_init(qkv_model_options* options);
-/* Loads a GGUF file or a llama2.c checkpoint. options may be NULL. */
+/* Loads a GGUF file or a llama2.c checkpoint (told apart by the "GGUF" magic);
+ * weights stay memory-mapped where the file's layout allows. options may be NULL.
+ * On success *model is the new model (free it with qkv_model_free); on failure
+ * *model is NULL and the status is QKV_ERR_IO (cannot open the model or
+ * tokenizer file), QKV_ERR_FORMAT (malformed, truncated or unsupported file, or
+ * a tokenizer whose size differs from the model's vocabulary) or
+ * QKV_ERR_OUT_OF_MEMORY. */
 QKV_API qkv_status qkv_model_load(const char* path, const qkv_model_options* options, qkv_model** model);
+/* Frees a model (NULL is ignored). Every context and session on it must be freed first. */
 QKV_API void qkv_model_free(qkv_model* model);
 
 typedef struct {
-  char architecture[32];
+  char architecture[32]; /* NUL-terminated, e.g. "llama" */
   int64_t dim, hidden_dim, n_layers, n_heads, n_kv_heads, head_dim, vocab_size, context_length;
-  uint64_t parameters, weight_bytes;
-  int32_t bos_id, eos_id; /* -1 when the model has no tokenizer */
-  int has_tokenizer;
+  uint64_t parameters, weight_bytes; /* tied output weights counted once */
+  int32_t bos_id, eos_id;            /* -1 when the model has no tokenizer */
+  int has_tokenizer;                 /* nonzero: tokenize, detokenize and generate work */
 } qkv_model_info;
 
+/* Describes a model. */
 QKV_API qkv_status qkv_model_get_info(const qkv_model* model, qkv_model_info* info);
 
-/* Text -> token ids. On QKV_ERR_BUFFER_TOO_SMALL, *n_tokens is the count needed. */
+/* Text (NUL-terminated UTF-8) -> token ids, with BOS first if add_bos.
+ * *n_tokens is always set to the number of ids the text needs; the ids are
+ * written only if they fit in capacity, otherwise QKV_ERR_BUFFER_TOO_SMALL.
+ * tokens may be NULL when capacity is 0 (a size query). A model without a
+ * tokenizer gives QKV_ERR_INVALID_ARGUMENT. */
 QKV_API qkv_status qkv_tokenize(const qkv_model* model, const char* text, int add_bos, int32_t* tokens,
                                 int64_t capacity, int64_t* n_tokens);
-/* Token ids -> text (NUL-terminated). On QKV_ERR_BUFFER_TOO_SMALL, *length is the
- * byte count needed without the NUL. */
+/* Token ids -> text (NUL-terminated). BOS/EOS and other control tokens give
+ * no text; the space the tokenizer puts before the first word is dropped, so
+ * detokenize(tokenize(s)) == s. *length is always set to the byte count of the
+ * text without the NUL; if capacity < *length + 1 nothing is written and the
+ * status is QKV_ERR_BUFFER_TOO_SMALL. text may be NULL when capacity is 0 (a
+ * size query). An id outside the vocabulary gives QKV_ERR_INVALID_ARGUMENT. */
 QKV_API qkv_status qkv_detokenize(const qkv_model* model, const int32_t* tokens, int64_t n_tokens, char* text,
                                   int64_t capacity, int64_t* length);
 
@@ -87,62 +125,89 @@ QKV_API qkv_status qkv_detokenize(const qkv_model* model, const int32_t* tokens,
 typedef struct {
   int64_t context;        /* positions per sequence; 0: the model's trained context */
   qkv_type kv_type;       /* KV cache element type (default F16) */
-  uint64_t memory_limit;  /* KV cache bytes; 0: no limit */
+  uint64_t memory_limit;  /* KV cache bytes allowed; over it creation fails with
+                             QKV_ERR_OUT_OF_MEMORY before allocating; 0: no limit */
   int threads;            /* OpenMP threads for this context's calls; 0: all cores */
   int64_t prefill_batch;  /* prompt tokens per forward batch; 0: 256 */
 } qkv_context_options;
 
+/* Fills options with the defaults (model's context, F16 cache, no limit, all cores). */
 QKV_API void qkv_context_options_init(qkv_context_options* options);
-/* A context of n_seqs sequence slots on a model (which must outlive it). */
+/* A context of n_seqs (>= 1) sequence slots on a model (which must outlive
+ * it). options may be NULL (defaults). Its KV cache memory is reserved here and
+ * committed as tokens are stored. On failure *context is NULL. */
 QKV_API qkv_status qkv_context_create(qkv_model* model, int64_t n_seqs, const qkv_context_options* options,
                                       qkv_context** context);
+/* Frees a context and its slot sessions (NULL is ignored). */
 QKV_API void qkv_context_free(qkv_context* context);
+/* Bytes of the context's KV cache (all slots); 0 for NULL. */
 QKV_API uint64_t qkv_context_kv_bytes(const qkv_context* context);
-/* Slot i of a context as a session (owned by the context: do not free it). */
+/* Slot i (0 <= i < n_seqs) of a context as a session. The session belongs to
+ * the context: do not free it; it is valid until the context is freed. */
 QKV_API qkv_status qkv_context_session(qkv_context* context, int64_t i, qkv_session** session);
 
-/* A session with its own one-slot context. */
+/* A session with its own one-slot context (options may be NULL). Free it with
+ * qkv_session_free. On failure *session is NULL. */
 QKV_API qkv_status qkv_session_create(qkv_model* model, const qkv_context_options* options,
                                       qkv_session** session);
-/* Frees a session made by qkv_session_create (a context's slot sessions are freed with it). */
+/* Frees a session made by qkv_session_create (NULL is ignored). A context's
+ * slot sessions are freed with their context; passing one here does nothing. */
 QKV_API void qkv_session_free(qkv_session* session);
 
-/* Bytes of the KV cache behind a session (its whole context's cache). */
+/* Bytes of the KV cache behind a session (its whole context's cache); 0 for NULL. */
 QKV_API uint64_t qkv_session_kv_bytes(const qkv_session* session);
 
-/* Runs tokens at the session's next positions. logits (may be NULL) receives the
- * last token's vocab_size logits; logits_capacity is its length in floats. */
+/* Runs n_tokens (>= 1) tokens at the session's next positions. logits may be
+ * NULL; otherwise it receives the last token's vocab_size logits, and
+ * logits_capacity (its length in floats) must be at least vocab_size. Every
+ * check happens before anything runs: on any error the session is unchanged.
+ * QKV_ERR_CONTEXT_OVERFLOW: the tokens do not fit in the context.
+ * QKV_ERR_BUFFER_TOO_SMALL: logits_capacity < vocab_size (the message says so). */
 QKV_API qkv_status qkv_session_prefill(qkv_session* session, const int32_t* tokens, int64_t n_tokens,
                                        float* logits, int64_t logits_capacity);
+/* One token at the session's next position; logits as for prefill. */
 QKV_API qkv_status qkv_session_step(qkv_session* session, int32_t token, float* logits, int64_t logits_capacity);
-/* One token for each of n sessions of one shared context, in one pass (each
- * weight read once for all). logits (may be NULL): [n][vocab_size]. */
+/* One token each for n distinct sessions that are slots of one context, in one
+ * pass (each weight read once for all of them); sessions may be at different
+ * positions. logits may be NULL; otherwise [n][vocab_size] in the order of
+ * sessions, and logits_capacity must be at least n * vocab_size
+ * (QKV_ERR_BUFFER_TOO_SMALL). Sessions of different contexts, or a session
+ * twice: QKV_ERR_INVALID_ARGUMENT. Any session at the end of its context:
+ * QKV_ERR_CONTEXT_OVERFLOW. On any error no session changes. */
 QKV_API qkv_status qkv_step_batch(qkv_session* const* sessions, const int32_t* tokens, int64_t n, float* logits,
                                   int64_t logits_capacity);
+/* The number of positions the session holds (its next token's position). */
 QKV_API qkv_status qkv_session_position(const qkv_session* session, int64_t* position);
-/* Forgets positions at and after `position` (0: reset). */
+/* Forgets positions at and after `position` (0 <= position <= the session's
+ * position; 0 resets it). The session has no logits to sample until the next
+ * prefill or step. */
 QKV_API qkv_status qkv_session_truncate(qkv_session* session, int64_t position);
 
 /* ---- sampling and generation ---- */
 
 typedef struct {
-  float temperature; /* <= 0: greedy */
+  float temperature; /* <= 0: greedy (argmax) */
   int32_t top_k;     /* <= 0: off */
-  float top_p;       /* >= 1: off */
-  float min_p;       /* <= 0: off */
-  uint64_t seed;
+  float top_p;       /* >= 1: off; must be > 0 */
+  float min_p;       /* <= 0: off; must be < 1 */
+  uint64_t seed;     /* the same seed gives the same tokens */
 } qkv_sampler_options;
 
+/* Fills options with the defaults (temperature 0.8, top-k 40, top-p 0.95, min-p 0.05, seed 0). */
 QKV_API void qkv_sampler_options_init(qkv_sampler_options* options);
-/* Picks a token from the logits of the session's last prefill/step, with the
- * session's sampler (seeded from options on the first call after set). */
+/* Sets the session's sampler; its generator starts from options->seed.
+ * Invalid options (non-finite temperature, top_p <= 0, min_p >= 1) give
+ * QKV_ERR_INVALID_ARGUMENT and keep the previous sampler. */
 QKV_API qkv_status qkv_session_set_sampler(qkv_session* session, const qkv_sampler_options* options);
+/* Picks a token from the logits of the session's last prefill/step with its
+ * sampler (the defaults if none was set). Without such logits (none yet, or
+ * after truncate or generate): QKV_ERR_INVALID_ARGUMENT. */
 QKV_API qkv_status qkv_session_sample(qkv_session* session, int32_t* token);
 
 typedef struct {
   int64_t steps;     /* llama2.c -n: total positions incl. BOS and prompt; 0: off */
   int64_t n_predict; /* llama.cpp -n: new tokens; -1: until EOS/BOS or full context */
-  int add_bos;
+  int add_bos;       /* nonzero: put BOS before the prompt (default 1) */
   qkv_sampler_options sampler;
 } qkv_generate_options;
 
@@ -152,31 +217,43 @@ typedef struct {
   char stop_reason[16]; /* "eos", "bos", "steps", "n_predict", "context", "stopped" (callback) */
 } qkv_generate_stats;
 
-/* Called with each piece of text as it is produced; return nonzero to stop. */
+/* Called with each piece of text (not NUL-terminated) as it is produced;
+ * return nonzero to stop. */
 typedef int (*qkv_piece_callback)(const char* piece, size_t length, void* user);
 
+/* Fills options with the defaults (no step limit, n_predict -1, BOS, default sampler). */
 QKV_API void qkv_generate_options_init(qkv_generate_options* options);
-/* Encodes prompt, prefills it and generates, streaming pieces to callback
- * (may be NULL). stats may be NULL. */
+/* Encodes prompt, prefills it at the session's next position and generates,
+ * streaming pieces (the prompt's after BOS, then each new token's, as
+ * llama2.c's run prints them) to callback (may be NULL). options and stats may
+ * be NULL. A prompt longer than the room left in the context gives
+ * QKV_ERR_CONTEXT_OVERFLOW before anything runs. Afterwards the session holds
+ * the prompt and every generated token that was fed back. */
 QKV_API qkv_status qkv_generate(qkv_session* session, const char* prompt, const qkv_generate_options* options,
                                 qkv_piece_callback callback, void* user, qkv_generate_stats* stats);
 
 /* ---- bare attention ---- */
 
 typedef struct {
-  int64_t batch, q_heads, kv_heads, q_len, kv_len, head_dim;
+  int64_t batch, q_heads, kv_heads, q_len, kv_len, head_dim; /* q_heads % kv_heads == 0 (GQA) */
   float scale;      /* 0: 1/sqrt(head_dim) */
   int causal;       /* query i at position q_pos0 + i sees keys 0 .. q_pos0 + i */
-  int64_t q_pos0;
-  int64_t window;   /* > 0: sliding window */
-  const float* additive_mask; /* [q_len][kv_len] or NULL */
+  int64_t q_pos0;   /* >= 0 */
+  int64_t window;   /* > 0: sliding window, the query at position p sees keys
+                       p - window + 1 .. p (and, without causal, up to p + window - 1) */
+  const float* additive_mask; /* [q_len][kv_len] added to the scaled scores (0, -1e9, -INFINITY), or NULL */
   int threads;      /* 0: all cores */
 } qkv_attention_params;
 
+/* Fills params with a 1x1x1x1x1x1 shape, default scale, no mask, all cores. */
 QKV_API void qkv_attention_params_init(qkv_attention_params* params);
 /* out = softmax(Q·Kᵀ·scale + mask)·V over caller-owned dense arrays:
- * q and out [batch][q_heads][q_len][head_dim] f32, k and v
- * [batch][kv_heads][kv_len][head_dim] of kv_type. */
+ * q and out [batch][q_heads][q_len][head_dim] f32; k and v
+ * [batch][kv_heads][kv_len][head_dim] of kv_type (each head_dim row encoded as
+ * that type: Q8_0 rows are head_dim/32 blocks of 34 bytes). Query head h uses
+ * KV head h / (q_heads / kv_heads). A query that sees no key gets zeros.
+ * Shapes must be positive (lengths may be 0) and the arrays' byte sizes must
+ * fit in memory; otherwise QKV_ERR_INVALID_ARGUMENT. */
 QKV_API qkv_status qkv_attention(const qkv_attention_params* params, const float* q, const void* k, const void* v,
                                  qkv_type kv_type, float* out);
 

@@ -34,8 +34,9 @@ struct MaskInfo {
       l = std::max<int64_t>(l, pos - m.window + 1);
       if (!m.causal) h = std::min(h, pos + m.window);
     }
-    *lo = l;
-    *hi = std::max(h, l);
+    // An empty range is [min(l, kv_len), same): never past the keys that exist.
+    *lo = std::min(l, kv_len(b));
+    *hi = std::max(h, *lo);
   }
 
   bool per_key_parts() const { return m.additive != nullptr || m.key_padding != nullptr; }

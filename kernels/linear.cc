@@ -70,6 +70,69 @@ HWY_INLINE float Q8Scale(const uint8_t* block) {
   return f16_to_f32(d);
 }
 
+// Q8_0 block scales are converted a group at a time with one vector f16 -> f32
+// conversion (a scalar conversion per block costs as much as the block's dot
+// product); for int8 activations the activation block scale is folded in too.
+constexpr size_t kScaleGroup = 16;
+
+// Scales of blocks [b0, b0 + nb) of one row (nb <= kScaleGroup), times xd[b]
+// when xd is given (xd is padded so that reading kScaleGroup values is safe).
+HWY_INLINE void RowScales(const uint8_t* HWY_RESTRICT row, size_t b0, size_t nb, const float* HWY_RESTRICT xd,
+                          float* HWY_RESTRICT out) {
+  HWY_ALIGN uint16_t h[kScaleGroup] = {};
+  for (size_t k = 0; k < nb; ++k) std::memcpy(&h[k], row + (b0 + k) * sizeof(BlockQ8_0), 2);
+  const DF df;
+  const hn::Rebind<hwy::float16_t, DF> dh;
+  const size_t N = hn::Lanes(df);
+  for (size_t k = 0; k < kScaleGroup; k += N) {
+    VF sc = hn::PromoteTo(df, hn::LoadU(dh, reinterpret_cast<const hwy::float16_t*>(h) + k));
+    if (xd != nullptr) sc = hn::Mul(sc, hn::LoadU(df, xd + b0 + k));
+    hn::StoreU(sc, df, out + k);
+  }
+}
+
+// Q8_0 weights dotted with x quantized the same way (per 32-block, int8 values
+// kept as int16 so each row pass only widens the weights): integer products
+// summed exactly per block, then one FMA with the product of the two scales.
+struct QuantizedX {
+  const int16_t* q;  // cols values, each in [-127, 127]
+  const float* d;    // cols / 32 block scales, then kScaleGroup zeros of padding
+};
+
+template <size_t R>
+HWY_INLINE void DotRowsQ8Int(const uint8_t* HWY_RESTRICT w, size_t row_bytes, size_t cols, QuantizedX xq,
+                             float* HWY_RESTRICT y) {
+  const hn::CappedTag<int16_t, kQ8BlockSize> d16;  // a whole block per vector on AVX-512
+  const hn::Rebind<int8_t, decltype(d16)> d8;
+  const hn::Repartition<int32_t, decltype(d16)> d32;
+  const hn::Repartition<float, decltype(d16)> df;
+  using V = hn::Vec<decltype(df)>;
+  const size_t N16 = hn::Lanes(d16);
+  V acc[R];
+  for (size_t r = 0; r < R; ++r) acc[r] = hn::Zero(df);
+  HWY_ALIGN float scale[R][kScaleGroup];
+  const size_t blocks = cols / kQ8BlockSize;
+  for (size_t g = 0; g < blocks; g += kScaleGroup) {
+    const size_t nb = std::min(kScaleGroup, blocks - g);
+    for (size_t r = 0; r < R; ++r) RowScales(w + r * row_bytes, g, nb, xq.d, scale[r]);
+    for (size_t k = 0; k < nb; ++k) {
+      const size_t b = g + k;
+      const int16_t* HWY_RESTRICT xb = xq.q + b * kQ8BlockSize;
+      for (size_t r = 0; r < R; ++r) {
+        const int8_t* qs = reinterpret_cast<const int8_t*>(w + r * row_bytes + b * sizeof(BlockQ8_0) + 2);
+        auto s0 = hn::Zero(d32), s1 = hn::Zero(d32);
+        for (size_t j = 0; j < kQ8BlockSize; j += N16) {
+          s0 = hn::ReorderWidenMulAccumulate(d32, hn::PromoteTo(d16, hn::LoadU(d8, qs + j)),
+                                             hn::LoadU(d16, xb + j), s0, s1);
+        }
+        s0 = hn::RearrangeToOddPlusEven(s0, s1);
+        acc[r] = hn::MulAdd(hn::ConvertTo(df, s0), hn::Set(df, scale[r][k]), acc[r]);
+      }
+    }
+  }
+  for (size_t r = 0; r < R; ++r) y[r] = hn::GetLane(hn::SumOfLanes(df, acc[r]));
+}
+
 // y[r] = dot(row r, x) for R consecutive rows starting at w.
 template <DType T, size_t R>
 HWY_INLINE void DotRows(const uint8_t* HWY_RESTRICT w, size_t row_bytes, size_t cols,
@@ -83,18 +146,23 @@ HWY_INLINE void DotRows(const uint8_t* HWY_RESTRICT w, size_t row_bytes, size_t 
     // FMA with the block scale. Weights enter exactly (d*q is exact in f32).
     const hn::Rebind<int8_t, DF> d8;
     const hn::Rebind<int32_t, DF> di;
+    HWY_ALIGN float scale[R][kScaleGroup];
     const size_t blocks = cols / kQ8BlockSize;
-    for (size_t b = 0; b < blocks; ++b) {
-      const float* HWY_RESTRICT xb = x + b * kQ8BlockSize;
-      for (size_t r = 0; r < R; ++r) {
-        const uint8_t* blk = w + r * row_bytes + b * sizeof(BlockQ8_0);
-        const int8_t* qs = reinterpret_cast<const int8_t*>(blk + 2);
-        VF s = hn::Zero(df);
-        for (size_t j = 0; j < kQ8BlockSize; j += N) {
-          const VF q = hn::ConvertTo(df, hn::PromoteTo(di, hn::LoadU(d8, qs + j)));
-          s = hn::MulAdd(q, hn::LoadU(df, xb + j), s);
+    for (size_t g = 0; g < blocks; g += kScaleGroup) {
+      const size_t nb = std::min(kScaleGroup, blocks - g);
+      for (size_t r = 0; r < R; ++r) RowScales(w + r * row_bytes, g, nb, nullptr, scale[r]);
+      for (size_t k = 0; k < nb; ++k) {
+        const size_t b = g + k;
+        const float* HWY_RESTRICT xb = x + b * kQ8BlockSize;
+        for (size_t r = 0; r < R; ++r) {
+          const int8_t* qs = reinterpret_cast<const int8_t*>(w + r * row_bytes + b * sizeof(BlockQ8_0) + 2);
+          VF s = hn::Zero(df);
+          for (size_t j = 0; j < kQ8BlockSize; j += N) {
+            const VF q = hn::ConvertTo(df, hn::PromoteTo(di, hn::LoadU(d8, qs + j)));
+            s = hn::MulAdd(q, hn::LoadU(df, xb + j), s);
+          }
+          acc[r] = hn::MulAdd(hn::Set(df, scale[r][k]), s, acc[r]);
         }
-        acc[r] = hn::MulAdd(hn::Set(df, Q8Scale(blk)), s, acc[r]);
       }
     }
     for (size_t r = 0; r < R; ++r) y[r] = hn::GetLane(hn::SumOfLanes(df, acc[r]));
@@ -126,22 +194,31 @@ HWY_INLINE void DotRows(const uint8_t* HWY_RESTRICT w, size_t row_bytes, size_t 
 }
 
 template <DType T>
-void MatvecRangeT(const Matrix& W, const float* x, float* y, int64_t r0, int64_t r1) {
+void MatvecRangeT(const Matrix& W, const float* x, const QuantizedX* xq, float* y, int64_t r0, int64_t r1) {
   const size_t cols = static_cast<size_t>(W.cols);
   const size_t row_bytes = dtype_row_bytes(T, cols);
   const uint8_t* base = static_cast<const uint8_t*>(W.data);
   int64_t r = r0;
+  if (T == DType::Q8_0 && xq != nullptr) {
+    for (; r + 4 <= r1; r += 4) DotRowsQ8Int<4>(base + r * row_bytes, row_bytes, cols, *xq, y + r);
+    for (; r < r1; ++r) DotRowsQ8Int<1>(base + r * row_bytes, row_bytes, cols, *xq, y + r);
+    return;
+  }
   for (; r + 4 <= r1; r += 4) DotRows<T, 4>(base + r * row_bytes, row_bytes, cols, x, y + r);
   for (; r < r1; ++r) DotRows<T, 1>(base + r * row_bytes, row_bytes, cols, x, y + r);
 }
 
-// y[r] for rows [r0, r1) of W.
-void MatvecRange(const Matrix& W, const float* x, float* y, int64_t r0, int64_t r1) {
+// y[r] for rows [r0, r1) of W. Q8_0 uses integer dot products when xq (x
+// quantized per block) is given, dequantizes in registers otherwise.
+void MatvecRange(const Matrix& W, const float* x, const int16_t* xq, const float* xd, float* y, int64_t r0,
+                 int64_t r1) {
+  const QuantizedX q{xq, xd};
+  const QuantizedX* qp = xq != nullptr ? &q : nullptr;
   switch (W.type) {
-    case DType::F32: return MatvecRangeT<DType::F32>(W, x, y, r0, r1);
-    case DType::F16: return MatvecRangeT<DType::F16>(W, x, y, r0, r1);
-    case DType::BF16: return MatvecRangeT<DType::BF16>(W, x, y, r0, r1);
-    case DType::Q8_0: return MatvecRangeT<DType::Q8_0>(W, x, y, r0, r1);
+    case DType::F32: return MatvecRangeT<DType::F32>(W, x, qp, y, r0, r1);
+    case DType::F16: return MatvecRangeT<DType::F16>(W, x, qp, y, r0, r1);
+    case DType::BF16: return MatvecRangeT<DType::BF16>(W, x, qp, y, r0, r1);
+    case DType::Q8_0: return MatvecRangeT<DType::Q8_0>(W, x, qp, y, r0, r1);
   }
 }
 
@@ -346,6 +423,21 @@ void matvec_multi(const Matrix* Ws, float* const* ys, int count, const float* x)
   }
   QKV_CHECK(x != nullptr || Ws[0].cols == 0, "matvec: null input vector");
   if (blocks == 0) return;
+  // Q8_0 integer dot products need x quantized once, shared by all threads.
+  bool any_q8 = false;
+  for (int i = 0; i < count; ++i) any_q8 |= Ws[i].type == DType::Q8_0;
+  const int16_t* xq = nullptr;
+  const float* xd = nullptr;
+  static thread_local std::vector<int16_t> xq_buf;
+  static thread_local std::vector<float> xd_buf;
+  if (any_q8 && detail::q8_matvec_mode() == detail::Q8Dot::kInt8) {
+    const size_t cols = static_cast<size_t>(Ws[0].cols);
+    xq_buf.resize(cols);
+    xd_buf.assign(cols / kQ8BlockSize + detail::kQ8ScalePadding, 0.0f);
+    detail::quantize_x_q8(x, cols, xq_buf.data(), xd_buf.data());
+    xq = xq_buf.data();
+    xd = xd_buf.data();
+  }
   auto* const kernel = HWY_DYNAMIC_DISPATCH(MatvecRange);
   // The matrices' row blocks form one sequence, split contiguously over threads.
 #pragma omp parallel if (go_parallel(bytes))
@@ -357,7 +449,7 @@ void matvec_multi(const Matrix* Ws, float* const* ys, int count, const float* x)
       const int64_t nb = (Ws[i].rows + kRowBlock - 1) / kRowBlock;
       const int64_t lo = std::max(b0, first), hi = std::min(b1, first + nb);
       if (lo < hi) {
-        kernel(Ws[i], x, ys[i], (lo - first) * kRowBlock, std::min(Ws[i].rows, (hi - first) * kRowBlock));
+        kernel(Ws[i], x, xq, xd, ys[i], (lo - first) * kRowBlock, std::min(Ws[i].rows, (hi - first) * kRowBlock));
       }
       first += nb;
     }
@@ -407,6 +499,26 @@ void matmul_reference(const Matrix& W, const float* X, int64_t M, float* Y) {
 }
 
 namespace detail {
+
+namespace {
+Q8Dot g_q8_mode = Q8Dot::kInt8;
+}  // namespace
+
+Q8Dot q8_matvec_mode() { return g_q8_mode; }
+void set_q8_matvec_mode(Q8Dot mode) { g_q8_mode = mode; }
+
+void quantize_x_q8(const float* x, size_t n, int16_t* q, float* d) {
+  for (size_t b = 0; b < n / kQ8BlockSize; ++b) {
+    const float* xb = x + b * kQ8BlockSize;
+    float amax = 0.0f;
+    for (size_t i = 0; i < kQ8BlockSize; ++i) amax = std::max(amax, std::fabs(xb[i]));
+    d[b] = amax / 127.0f;
+    const float id = amax > 0.0f ? 127.0f / amax : 0.0f;
+    for (size_t i = 0; i < kQ8BlockSize; ++i) {
+      q[b * kQ8BlockSize + i] = static_cast<int16_t>(std::nearbyint(xb[i] * id));
+    }
+  }
+}
 
 void decode_rows_f32(const Matrix& W, int64_t r0, int64_t r1, float* out) {
   HWY_DYNAMIC_DISPATCH(DecodeRows)(W, r0, r1, out);

@@ -25,6 +25,20 @@ GemmPrecision default_gemm_precision(DType t);
 void matmul_onednn(const Matrix& W, const float* X, int64_t M, float* Y);
 void matmul_onednn(const Matrix& W, const float* X, int64_t M, float* Y, GemmPrecision p);
 
+// How matvec dots Q8_0 rows: dequantize weights to f32 in registers (exact
+// weights, f32 x), or quantize x per 32-block to int8 and use integer products
+// (x then carries up to half a quantization step of error per element).
+enum class Q8Dot { kDequantF32, kInt8 };
+Q8Dot q8_matvec_mode();
+// Not thread-safe: for tests and benchmarks, set before any concurrent use.
+void set_q8_matvec_mode(Q8Dot mode);
+
+// x (n % 32 == 0) quantized per 32-block: q[i] = round(x[i] / d[b]) in
+// [-127, 127] (stored as int16), d[b] = max|x in block b| / 127.
+void quantize_x_q8(const float* x, size_t n, int16_t* q, float* d);
+// The kernels read this many scales past the last block of d (set them to 0).
+constexpr size_t kQ8ScalePadding = 16;
+
 // Rows [r0, r1) of W decoded to f32 (row stride W.cols), vectorized.
 void decode_rows_f32(const Matrix& W, int64_t r0, int64_t r1, float* out);
 // n floats rounded to bf16 (nearest even), vectorized.

@@ -1,17 +1,23 @@
-// The C API (include/qkv.h) over the C++ runtime. Every entry point catches
-// everything: a qkv::Error becomes its status and message, nothing unwinds
-// into the caller's C code.
+// The C API (include/qkv.h) over the C++ runtime. Every entry point checks its
+// pointers and sizes itself and catches everything below it: a qkv::Error
+// becomes its status and message, nothing unwinds into the caller's C code.
+// Checks that depend on the caller's buffers run before any work, so a failed
+// call leaves the session as it was.
 #include "qkv.h"
 
+#include <fcntl.h>
 #include <omp.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
+#include <limits>
 #include <memory>
 #include <new>
 #include <optional>
 #include <string>
-#include <sys/stat.h>
 #include <vector>
 
 #include "kernels/attention.h"
@@ -41,9 +47,8 @@ struct qkv_session {
   qkv_context* context = nullptr;
   int64_t seq = 0;
   bool owns_context = false;  // made by qkv_session_create
-  std::vector<float> last_logits;
+  std::vector<float> last_logits;  // of the last prefill/step; empty when there are none
   std::optional<qkv::Sampler> sampler;
-  qkv::SamplerOptions sampler_options;
 };
 
 namespace {
@@ -67,13 +72,12 @@ qkv_status status_of(qkv::ErrorKind kind, qkv_status fallback) {
 }
 
 // Runs f, turning every exception into a status; `invalid_as` is the status a
-// plain bad-input error means here (a malformed file when loading).
+// plain bad-input error means here (a malformed file when loading). f may
+// itself return a non-OK status (an error it reported with set_error).
 template <typename F>
 qkv_status guarded(F&& f, qkv_status invalid_as = QKV_ERR_INVALID_ARGUMENT) {
   try {
-    f();
-    g_last_error.clear();
-    return QKV_OK;
+    return f();
   } catch (const qkv::Error& e) {
     return set_error(status_of(e.kind(), invalid_as), e.what());
   } catch (const std::bad_alloc&) {
@@ -88,6 +92,13 @@ qkv_status guarded(F&& f, qkv_status invalid_as = QKV_ERR_INVALID_ARGUMENT) {
 #define QKV_REQUIRE(ptr) \
   if (!(ptr)) return set_error(QKV_ERR_INVALID_ARGUMENT, std::string(__func__) + ": " #ptr " is NULL")
 
+qkv_status buffer_too_small(const char* func, const char* what, int64_t capacity, int64_t needed,
+                            const char* unit) {
+  return set_error(QKV_ERR_BUFFER_TOO_SMALL, std::string(func) + ": the " + what + " buffer holds " +
+                                                 std::to_string(capacity) + " " + unit + " but " +
+                                                 std::to_string(needed) + " are needed");
+}
+
 qkv::DType to_dtype(qkv_type t) {
   switch (t) {
     case QKV_TYPE_F32: return qkv::DType::F32;
@@ -95,11 +106,24 @@ qkv::DType to_dtype(qkv_type t) {
     case QKV_TYPE_BF16: return qkv::DType::BF16;
     case QKV_TYPE_Q8_0: return qkv::DType::Q8_0;
   }
-  qkv::fail("unknown element type ", static_cast<int>(t));
+  qkv::fail("unknown element type ", static_cast<int>(t), " (QKV_TYPE_F32, _F16, _BF16 or _Q8_0)");
 }
 
-// OpenMP's thread count is per calling thread, so each call sets its own.
-void use_threads(int threads) { omp_set_num_threads(threads > 0 ? threads : omp_get_num_procs()); }
+// OpenMP's thread count is a setting of the calling thread: a call sets the
+// context's count and puts the caller's back on the way out, so the host
+// program's own OpenMP code is not affected.
+class ThreadScope {
+ public:
+  explicit ThreadScope(int threads) : saved_(omp_get_max_threads()) {
+    omp_set_num_threads(threads > 0 ? threads : omp_get_num_procs());
+  }
+  ~ThreadScope() { omp_set_num_threads(saved_); }
+  ThreadScope(const ThreadScope&) = delete;
+  ThreadScope& operator=(const ThreadScope&) = delete;
+
+ private:
+  int saved_;
+};
 
 const qkv::Tokenizer& tokenizer_of(const qkv_model* m) {
   if (!m->tokenizer) {
@@ -109,12 +133,37 @@ const qkv::Tokenizer& tokenizer_of(const qkv_model* m) {
   return *m->tokenizer;
 }
 
-void copy_logits(const float* src, int64_t count, float* dst, int64_t capacity) {
-  if (!dst) return;
-  if (capacity < count) {
-    qkv::fail("logits buffer holds ", capacity, " floats but ", count, " are needed");
+// QKV_ERR_IO unless path names a regular file this process can open for reading.
+qkv_status check_readable(const char* path, const char* what) {
+  const int fd = ::open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    return set_error(QKV_ERR_IO, std::string("cannot open the ") + what + " file '" + path +
+                                     "': " + std::strerror(errno));
   }
-  std::copy(src, src + count, dst);
+  struct stat st;
+  const bool regular = ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
+  ::close(fd);
+  if (!regular) return set_error(QKV_ERR_IO, std::string("the ") + what + " path '" + path + "' is not a regular file");
+  return QKV_OK;
+}
+
+// a * b for non-negative sizes, or nullopt when it would not fit in int64.
+std::optional<int64_t> checked_product(std::initializer_list<int64_t> factors) {
+  int64_t r = 1;
+  for (int64_t f : factors) {
+    if (f < 0 || __builtin_mul_overflow(r, f, &r)) return std::nullopt;
+  }
+  return r;
+}
+
+qkv::SamplerOptions to_sampler(const qkv_sampler_options& o) {
+  qkv::SamplerOptions s;
+  s.temperature = o.temperature;
+  s.top_k = o.top_k;
+  s.top_p = o.top_p;
+  s.min_p = o.min_p;
+  s.seed = o.seed;
+  return s;
 }
 
 }  // namespace
@@ -144,21 +193,23 @@ void qkv_model_options_init(qkv_model_options* options) {
 }
 
 qkv_status qkv_model_load(const char* path, const qkv_model_options* options, qkv_model** model) {
-  QKV_REQUIRE(path);
   QKV_REQUIRE(model);
   *model = nullptr;
-  struct stat st;
-  if (::stat(path, &st) != 0) return set_error(QKV_ERR_IO, std::string(path) + ": cannot open the model file");
-  if (options && options->tokenizer_path && ::stat(options->tokenizer_path, &st) != 0) {
-    return set_error(QKV_ERR_IO, std::string(options->tokenizer_path) + ": cannot open the tokenizer file");
+  QKV_REQUIRE(path);
+  // The loaders report every problem as a malformed file; a path that cannot be
+  // opened at all is told apart here.
+  if (const qkv_status st = check_readable(path, "model"); st != QKV_OK) return st;
+  const char* tokenizer_path = options ? options->tokenizer_path : nullptr;
+  if (tokenizer_path) {
+    if (const qkv_status st = check_readable(tokenizer_path, "tokenizer"); st != QKV_OK) return st;
   }
   return guarded(
       [&] {
         auto m = std::make_unique<qkv_model>();
         m->model = qkv::load_model(path);
         const int64_t vocab = m->model.config.vocab_size;
-        if (options && options->tokenizer_path) {
-          m->tokenizer = qkv::Tokenizer::load(options->tokenizer_path, vocab);
+        if (tokenizer_path) {
+          m->tokenizer = qkv::Tokenizer::load(tokenizer_path, vocab);
         } else if (qkv::detect_model_format(path) == qkv::ModelFormat::GGUF) {
           const qkv::GGUFFile file = qkv::GGUFFile::open(path);
           if (file.find("tokenizer.ggml.tokens")) m->tokenizer = qkv::Tokenizer::from_gguf(file);
@@ -168,6 +219,7 @@ qkv_status qkv_model_load(const char* path, const qkv_model_options* options, qk
                        " tokens but the model's vocabulary is ", vocab);
         }
         *model = m.release();
+        return QKV_OK;
       },
       QKV_ERR_FORMAT);
 }
@@ -179,21 +231,23 @@ qkv_status qkv_model_get_info(const qkv_model* model, qkv_model_info* info) {
   QKV_REQUIRE(info);
   return guarded([&] {
     const qkv::ModelConfig& c = model->model.config;
-    *info = qkv_model_info{};
-    std::strncpy(info->architecture, c.architecture.c_str(), sizeof(info->architecture) - 1);
-    info->dim = c.dim;
-    info->hidden_dim = c.hidden_dim;
-    info->n_layers = c.n_layers;
-    info->n_heads = c.n_heads;
-    info->n_kv_heads = c.n_kv_heads;
-    info->head_dim = c.head_dim;
-    info->vocab_size = c.vocab_size;
-    info->context_length = c.context_length;
-    info->parameters = model->model.parameter_count();
-    info->weight_bytes = model->model.weight_bytes();
-    info->has_tokenizer = model->tokenizer.has_value();
-    info->bos_id = model->tokenizer ? model->tokenizer->bos_id() : -1;
-    info->eos_id = model->tokenizer ? model->tokenizer->eos_id() : -1;
+    qkv_model_info out{};
+    std::strncpy(out.architecture, c.architecture.c_str(), sizeof(out.architecture) - 1);
+    out.dim = c.dim;
+    out.hidden_dim = c.hidden_dim;
+    out.n_layers = c.n_layers;
+    out.n_heads = c.n_heads;
+    out.n_kv_heads = c.n_kv_heads;
+    out.head_dim = c.head_dim;
+    out.vocab_size = c.vocab_size;
+    out.context_length = c.context_length;
+    out.parameters = model->model.parameter_count();
+    out.weight_bytes = model->model.weight_bytes();
+    out.has_tokenizer = model->tokenizer.has_value();
+    out.bos_id = model->tokenizer ? model->tokenizer->bos_id() : -1;
+    out.eos_id = model->tokenizer ? model->tokenizer->eos_id() : -1;
+    *info = out;
+    return QKV_OK;
   });
 }
 
@@ -202,47 +256,35 @@ qkv_status qkv_tokenize(const qkv_model* model, const char* text, int add_bos, i
   QKV_REQUIRE(model);
   QKV_REQUIRE(text);
   QKV_REQUIRE(n_tokens);
-  qkv_status result = QKV_OK;
-  const qkv_status st = guarded([&] {
+  if (capacity < 0) return set_error(QKV_ERR_INVALID_ARGUMENT, "qkv_tokenize: negative capacity");
+  if (capacity > 0) QKV_REQUIRE(tokens);
+  return guarded([&] {
     const std::vector<int32_t> ids = tokenizer_of(model).encode(text, add_bos != 0, false);
-    *n_tokens = static_cast<int64_t>(ids.size());
-    if (!tokens || capacity < *n_tokens) {
-      result = QKV_ERR_BUFFER_TOO_SMALL;
-      return;
-    }
+    const auto n = static_cast<int64_t>(ids.size());
+    *n_tokens = n;
+    if (capacity < n) return buffer_too_small(__func__, "token", capacity, n, "ids");
     std::copy(ids.begin(), ids.end(), tokens);
+    return QKV_OK;
   });
-  if (st != QKV_OK) return st;
-  if (result != QKV_OK) {
-    return set_error(result, "token buffer holds " + std::to_string(capacity) + " ids but " +
-                                 std::to_string(*n_tokens) + " are needed");
-  }
-  return QKV_OK;
 }
 
 qkv_status qkv_detokenize(const qkv_model* model, const int32_t* tokens, int64_t n_tokens, char* text,
                           int64_t capacity, int64_t* length) {
   QKV_REQUIRE(model);
   QKV_REQUIRE(length);
+  if (n_tokens < 0) return set_error(QKV_ERR_INVALID_ARGUMENT, "qkv_detokenize: negative token count");
   if (n_tokens > 0) QKV_REQUIRE(tokens);
-  if (n_tokens < 0) return set_error(QKV_ERR_INVALID_ARGUMENT, "negative token count");
-  qkv_status result = QKV_OK;
-  const qkv_status st = guarded([&] {
+  if (capacity < 0) return set_error(QKV_ERR_INVALID_ARGUMENT, "qkv_detokenize: negative capacity");
+  if (capacity > 0) QKV_REQUIRE(text);
+  return guarded([&] {
     const std::string s = tokenizer_of(model).decode(std::vector<int32_t>(tokens, tokens + n_tokens));
-    *length = static_cast<int64_t>(s.size());
-    if (!text || capacity < *length + 1) {
-      result = QKV_ERR_BUFFER_TOO_SMALL;
-      return;
-    }
+    const auto n = static_cast<int64_t>(s.size());
+    *length = n;
+    if (capacity < n + 1) return buffer_too_small(__func__, "text", capacity, n + 1, "bytes (with the NUL)");
     std::memcpy(text, s.data(), s.size());
     text[s.size()] = '\0';
+    return QKV_OK;
   });
-  if (st != QKV_OK) return st;
-  if (result != QKV_OK) {
-    return set_error(result, "text buffer holds " + std::to_string(capacity) + " bytes but " +
-                                 std::to_string(*length + 1) + " are needed");
-  }
-  return QKV_OK;
 }
 
 void qkv_context_options_init(qkv_context_options* options) {
@@ -253,21 +295,44 @@ void qkv_context_options_init(qkv_context_options* options) {
 
 qkv_status qkv_context_create(qkv_model* model, int64_t n_seqs, const qkv_context_options* options,
                               qkv_context** context) {
-  QKV_REQUIRE(model);
   QKV_REQUIRE(context);
   *context = nullptr;
+  QKV_REQUIRE(model);
   qkv_context_options o;
   qkv_context_options_init(&o);
   if (options) o = *options;
   return guarded([&] {
     QKV_CHECK(n_seqs >= 1, "a context needs at least one sequence (got ", n_seqs, ")");
-    QKV_CHECK(o.threads >= 0, "thread count must not be negative");
+    QKV_CHECK(o.context >= 0, "context size must not be negative (got ", o.context, "; 0 means the model's)");
+    QKV_CHECK(o.threads >= 0, "thread count must not be negative (got ", o.threads, "; 0 means all cores)");
+    QKV_CHECK(o.prefill_batch >= 0, "prefill batch must not be negative (got ", o.prefill_batch, ")");
+    const qkv::ModelConfig& c = model->model.config;
     qkv::DecoderOptions d;
     d.context = o.context;
     d.kv_type = to_dtype(o.kv_type);
     d.memory_limit = o.memory_limit;
     d.n_seqs = n_seqs;
     if (o.prefill_batch > 0) d.prefill_batch = o.prefill_batch;
+
+    // The same cache the decoder will make, sized first: over the limit is an
+    // out-of-memory status, not a bad argument.
+    qkv::KVCacheConfig kv;
+    kv.n_layers = c.n_layers;
+    kv.n_kv_heads = c.n_kv_heads;
+    kv.head_dim = c.head_dim;
+    kv.capacity = o.context > 0 ? o.context : c.context_length;
+    kv.n_seqs = n_seqs;
+    kv.type = d.kv_type;
+    QKV_CHECK(kv.capacity > 0, "the model states no context length: set qkv_context_options.context");
+    const uint64_t bytes = qkv::KVCache::bytes_for(kv);
+    if (o.memory_limit > 0 && bytes > o.memory_limit) {
+      return set_error(QKV_ERR_OUT_OF_MEMORY,
+                       "the KV cache needs " + std::to_string(bytes) + " bytes (" + std::to_string(n_seqs) +
+                           " sequences x " + std::to_string(kv.capacity) + " positions, " +
+                           qkv::dtype_name(kv.type) + "), over the memory limit of " +
+                           std::to_string(o.memory_limit) + " bytes");
+    }
+
     auto ctx = std::make_unique<qkv_context>();
     ctx->model = model;
     ctx->threads = o.threads;
@@ -279,6 +344,7 @@ qkv_status qkv_context_create(qkv_model* model, int64_t n_seqs, const qkv_contex
       ctx->slots.push_back(std::move(s));
     }
     *context = ctx.release();
+    return QKV_OK;
   });
 }
 
@@ -293,10 +359,11 @@ uint64_t qkv_session_kv_bytes(const qkv_session* session) {
 }
 
 qkv_status qkv_context_session(qkv_context* context, int64_t i, qkv_session** session) {
-  QKV_REQUIRE(context);
   QKV_REQUIRE(session);
+  *session = nullptr;
+  QKV_REQUIRE(context);
   if (i < 0 || i >= static_cast<int64_t>(context->slots.size())) {
-    return set_error(QKV_ERR_INVALID_ARGUMENT, "context has " + std::to_string(context->slots.size()) +
+    return set_error(QKV_ERR_INVALID_ARGUMENT, "the context has " + std::to_string(context->slots.size()) +
                                                    " sequences; there is no sequence " + std::to_string(i));
   }
   *session = context->slots[static_cast<size_t>(i)].get();
@@ -322,16 +389,24 @@ qkv_status qkv_session_prefill(qkv_session* session, const int32_t* tokens, int6
                                int64_t logits_capacity) {
   QKV_REQUIRE(session);
   QKV_REQUIRE(tokens);
+  if (n_tokens < 1) {
+    return set_error(QKV_ERR_INVALID_ARGUMENT,
+                     "qkv_session_prefill: needs at least one token (got " + std::to_string(n_tokens) + ")");
+  }
+  qkv::Decoder& dec = *session->context->decoder;
+  const int64_t vocab = dec.vocab_size();
+  if (logits && logits_capacity < vocab) return buffer_too_small(__func__, "logits", logits_capacity, vocab, "floats");
   return guarded([&] {
-    use_threads(session->context->threads);
-    qkv::Decoder& dec = *session->context->decoder;
+    ThreadScope threads(session->context->threads);
     const float* out = dec.prefill(session->seq, tokens, n_tokens);
-    session->last_logits.assign(out, out + dec.vocab_size());
-    copy_logits(out, dec.vocab_size(), logits, logits_capacity);
+    session->last_logits.assign(out, out + vocab);
+    if (logits) std::copy(out, out + vocab, logits);
+    return QKV_OK;
   });
 }
 
 qkv_status qkv_session_step(qkv_session* session, int32_t token, float* logits, int64_t logits_capacity) {
+  QKV_REQUIRE(session);
   qkv_session* const one[1] = {session};
   return qkv_step_batch(one, &token, 1, logits, logits_capacity);
 }
@@ -340,35 +415,48 @@ qkv_status qkv_step_batch(qkv_session* const* sessions, const int32_t* tokens, i
                           int64_t logits_capacity) {
   QKV_REQUIRE(sessions);
   QKV_REQUIRE(tokens);
-  if (n < 1) return set_error(QKV_ERR_INVALID_ARGUMENT, "a batched step needs at least one session");
-  for (int64_t i = 0; i < n; ++i) QKV_REQUIRE(sessions[i]);
+  if (n < 1) return set_error(QKV_ERR_INVALID_ARGUMENT, "qkv_step_batch: needs at least one session");
+  for (int64_t i = 0; i < n; ++i) {
+    if (!sessions[i]) {
+      return set_error(QKV_ERR_INVALID_ARGUMENT, "qkv_step_batch: sessions[" + std::to_string(i) + "] is NULL");
+    }
+  }
   qkv_context* ctx = sessions[0]->context;
   for (int64_t i = 1; i < n; ++i) {
     if (sessions[i]->context != ctx) {
       return set_error(QKV_ERR_INVALID_ARGUMENT,
-                       "sessions in one batched step must be slots of one context (qkv_context_session)");
+                       "qkv_step_batch: sessions[0] and sessions[" + std::to_string(i) +
+                           "] belong to different contexts; a batched step runs slots of one "
+                           "context (qkv_context_session)");
     }
   }
+  if (n > static_cast<int64_t>(ctx->slots.size())) {
+    return set_error(QKV_ERR_INVALID_ARGUMENT, "qkv_step_batch: " + std::to_string(n) +
+                                                   " sessions but the context has only " +
+                                                   std::to_string(ctx->slots.size()) + " (one appears twice)");
+  }
+  qkv::Decoder& dec = *ctx->decoder;
+  const int64_t vocab = dec.vocab_size();
+  const int64_t needed = n * vocab;  // n <= slots, so no overflow
+  if (logits && logits_capacity < needed) return buffer_too_small(__func__, "logits", logits_capacity, needed, "floats");
   return guarded([&] {
-    use_threads(ctx->threads);
-    qkv::Decoder& dec = *ctx->decoder;
-    const int64_t vocab = dec.vocab_size();
-    if (logits && logits_capacity < n * vocab) {
-      qkv::fail("logits buffer holds ", logits_capacity, " floats but ", n * vocab, " are needed");
-    }
+    ThreadScope threads(ctx->threads);
     std::vector<int64_t> seqs(static_cast<size_t>(n));
     for (int64_t i = 0; i < n; ++i) seqs[i] = sessions[i]->seq;
     const float* out = dec.step_batch(seqs.data(), tokens, n);
     for (int64_t i = 0; i < n; ++i) sessions[i]->last_logits.assign(out + i * vocab, out + (i + 1) * vocab);
-    if (logits) std::copy(out, out + n * vocab, logits);
+    if (logits) std::copy(out, out + needed, logits);
+    return QKV_OK;
   });
 }
 
 qkv_status qkv_session_position(const qkv_session* session, int64_t* position) {
   QKV_REQUIRE(session);
   QKV_REQUIRE(position);
-  *position = session->context->decoder->position(session->seq);
-  return QKV_OK;
+  return guarded([&] {
+    *position = session->context->decoder->position(session->seq);
+    return QKV_OK;
+  });
 }
 
 qkv_status qkv_session_truncate(qkv_session* session, int64_t position) {
@@ -376,6 +464,7 @@ qkv_status qkv_session_truncate(qkv_session* session, int64_t position) {
   return guarded([&] {
     session->context->decoder->cache().truncate(session->seq, position);
     session->last_logits.clear();
+    return QKV_OK;
   });
 }
 
@@ -389,32 +478,27 @@ void qkv_sampler_options_init(qkv_sampler_options* options) {
   options->seed = d.seed;
 }
 
-namespace {
-qkv::SamplerOptions to_sampler(const qkv_sampler_options& o) {
-  qkv::SamplerOptions s;
-  s.temperature = o.temperature;
-  s.top_k = o.top_k;
-  s.top_p = o.top_p;
-  s.min_p = o.min_p;
-  s.seed = o.seed;
-  return s;
-}
-}  // namespace
-
 qkv_status qkv_session_set_sampler(qkv_session* session, const qkv_sampler_options* options) {
   QKV_REQUIRE(session);
   QKV_REQUIRE(options);
-  return guarded([&] { session->sampler.emplace(to_sampler(*options)); });
+  return guarded([&] {
+    qkv::Sampler sampler(to_sampler(*options));  // validates before replacing the old one
+    session->sampler.emplace(std::move(sampler));
+    return QKV_OK;
+  });
 }
 
 qkv_status qkv_session_sample(qkv_session* session, int32_t* token) {
   QKV_REQUIRE(session);
   QKV_REQUIRE(token);
   return guarded([&] {
-    QKV_CHECK(!session->last_logits.empty(), "no logits to sample from: prefill or step first");
+    QKV_CHECK(!session->last_logits.empty(),
+              "qkv_session_sample: no logits to sample from (prefill or step first; truncate and generate "
+              "leave none)");
     if (!session->sampler) session->sampler.emplace(qkv::SamplerOptions{});
-    std::vector<float> scratch = session->last_logits;
+    std::vector<float> scratch = session->last_logits;  // the sampler scales in place
     *token = session->sampler->sample(scratch.data(), static_cast<int64_t>(scratch.size()));
+    return QKV_OK;
   });
 }
 
@@ -433,8 +517,13 @@ qkv_status qkv_generate(qkv_session* session, const char* prompt, const qkv_gene
   qkv_generate_options o;
   qkv_generate_options_init(&o);
   if (options) o = *options;
+  if (o.steps < 0 || o.n_predict < -1) {
+    return set_error(QKV_ERR_INVALID_ARGUMENT, "qkv_generate: steps must be >= 0 and n_predict >= -1 (got " +
+                                                   std::to_string(o.steps) + ", " + std::to_string(o.n_predict) +
+                                                   ")");
+  }
   return guarded([&] {
-    use_threads(session->context->threads);
+    ThreadScope threads(session->context->threads);
     qkv::GenerateOptions g;
     g.steps = o.steps;
     g.n_predict = o.n_predict;
@@ -442,20 +531,25 @@ qkv_status qkv_generate(qkv_session* session, const char* prompt, const qkv_gene
     g.seq = session->seq;
     g.sampler = to_sampler(o.sampler);
     const qkv::Tokenizer& tok = tokenizer_of(session->context->model);
+    // The last sampled token is not fed back, so no logits describe the
+    // session's state afterwards.
+    session->last_logits.clear();
     const qkv::GenerateStats s = qkv::generate(*session->context->decoder, tok, prompt, g,
                                                [&](const std::string& piece) {
                                                  return callback ? callback(piece.data(), piece.size(), user) == 0
                                                                  : true;
                                                });
     if (stats) {
-      *stats = qkv_generate_stats{};
-      stats->prompt_tokens = s.prompt_tokens;
-      stats->generated_tokens = s.generated_tokens;
-      stats->forward_passes = s.forward_passes;
-      stats->prompt_ms = s.prompt_ms;
-      stats->generate_ms = s.generate_ms;
-      std::strncpy(stats->stop_reason, s.stop_reason.c_str(), sizeof(stats->stop_reason) - 1);
+      qkv_generate_stats out{};
+      out.prompt_tokens = s.prompt_tokens;
+      out.generated_tokens = s.generated_tokens;
+      out.forward_passes = s.forward_passes;
+      out.prompt_ms = s.prompt_ms;
+      out.generate_ms = s.generate_ms;
+      std::strncpy(out.stop_reason, s.stop_reason.c_str(), sizeof(out.stop_reason) - 1);
+      *stats = out;
     }
+    return QKV_OK;
   });
 }
 
@@ -476,13 +570,26 @@ qkv_status qkv_attention(const qkv_attention_params* p, const float* q, const vo
     const qkv::DType t = to_dtype(kv_type);
     QKV_CHECK(p->head_dim >= 1 && p->batch >= 1 && p->q_heads >= 1 && p->kv_heads >= 1 && p->q_len >= 0 &&
                   p->kv_len >= 0,
-              "attention shape must be positive (batch ", p->batch, ", heads ", p->q_heads, "/", p->kv_heads,
-              ", lengths ", p->q_len, "/", p->kv_len, ", head_dim ", p->head_dim, ")");
-    QKV_CHECK(qkv::dtype_row_ok(t, static_cast<size_t>(p->head_dim)), "head_dim ", p->head_dim,
+              "qkv_attention: sizes must be positive, lengths non-negative (batch ", p->batch, ", heads ",
+              p->q_heads, "/", p->kv_heads, ", lengths ", p->q_len, "/", p->kv_len, ", head_dim ", p->head_dim,
+              ")");
+    QKV_CHECK(p->q_heads % p->kv_heads == 0, "qkv_attention: ", p->q_heads, " query heads are not a multiple of ",
+              p->kv_heads, " KV heads");
+    QKV_CHECK(p->q_pos0 >= 0 && p->window >= 0, "qkv_attention: q_pos0 and window must not be negative");
+    QKV_CHECK(p->threads >= 0, "qkv_attention: thread count must not be negative");
+    QKV_CHECK(qkv::dtype_row_ok(t, static_cast<size_t>(p->head_dim)), "qkv_attention: head_dim ", p->head_dim,
               " cannot be stored as ", qkv::dtype_name(t));
-    qkv::AttentionShape shape{p->batch, p->q_heads, p->kv_heads, p->q_len, p->kv_len, p->head_dim};
     const int64_t d = p->head_dim;
-    const int64_t row = static_cast<int64_t>(qkv::dtype_row_bytes(t, static_cast<size_t>(d)));
+    const auto row = static_cast<int64_t>(qkv::dtype_row_bytes(t, static_cast<size_t>(d)));
+    // Strides and whole-array sizes must be representable, or the kernel's
+    // offsets would wrap around.
+    const auto q_bytes = checked_product({p->batch, p->q_heads, p->q_len, d, 4});
+    const auto kv_bytes = checked_product({p->batch, p->kv_heads, p->kv_len, row});
+    const auto mask_bytes = checked_product({p->q_len, p->kv_len, 4});
+    QKV_CHECK(q_bytes && kv_bytes && mask_bytes, "qkv_attention: the arrays' sizes overflow 64 bits (batch ",
+              p->batch, ", heads ", p->q_heads, "/", p->kv_heads, ", lengths ", p->q_len, "/", p->kv_len,
+              ", head_dim ", d, ")");
+    qkv::AttentionShape shape{p->batch, p->q_heads, p->kv_heads, p->q_len, p->kv_len, d};
     qkv::QueryView qv{q, p->q_heads * p->q_len * d, p->q_len * d, d};
     qkv::OutputView ov{out, p->q_heads * p->q_len * d, p->q_len * d, d};
     qkv::KVView kv{k, t, p->kv_heads * p->kv_len * row, p->kv_len * row, row};
@@ -494,8 +601,9 @@ qkv_status qkv_attention(const qkv_attention_params* p, const float* q, const vo
     mask.additive = p->additive_mask;
     qkv::AttentionOptions opts;
     opts.scale = p->scale;
-    opts.threads = p->threads;
+    opts.threads = p->threads > 0 ? p->threads : omp_get_num_procs();
     qkv::attention(shape, qv, kv, vv, mask, ov, opts);
+    return QKV_OK;
   });
 }
 

@@ -69,10 +69,10 @@ class Cursor {
   }
   std::string read_string(const char* what, uint64_t max_len) {
     const uint64_t len = read<uint64_t>(what);
+    need(len, what);  // a length beyond the file's end: truncated (or absurd)
     if (len > max_len) {
       bad(detail::concat(what, " has length ", len, ", more than the limit of ", max_len));
     }
-    need(len, what);
     const uint8_t* p = take(len, what);
     return std::string(reinterpret_cast<const char*>(p), len);
   }

@@ -8,6 +8,7 @@
 #include <limits>
 
 #include "kernels/error.h"
+#include "runtime/kv_encode.h"
 
 namespace qkv {
 namespace {
@@ -34,13 +35,6 @@ void check_config(const KVCacheConfig& c) {
   QKV_CHECK(dtype_row_ok(c.type, static_cast<size_t>(c.head_dim)), "KV cache: head_dim ", c.head_dim,
             " cannot be stored as ", dtype_name(c.type), " (needs a multiple of ",
             dtype_block_values(c.type), ")");
-}
-
-// Converts n rows of d floats (src_stride floats apart) into n contiguous rows of
-// type t at dst.
-void store_rows(DType t, const float* src, int64_t src_stride, int64_t n, int64_t d, uint8_t* dst) {
-  const size_t row = dtype_row_bytes(t, static_cast<size_t>(d));
-  for (int64_t i = 0; i < n; ++i) encode_row(t, src + i * src_stride, static_cast<size_t>(d), dst + i * row);
 }
 
 }  // namespace
@@ -150,7 +144,7 @@ void KVCache::store(int64_t layer, int64_t seq, int64_t pos, int64_t n, const fl
     for (int64_t h = 0; h < hkv; ++h) {
       // Source rows of one head are kv_dim floats apart; destination rows are
       // contiguous within the head.
-      store_rows(config_.type, src[kv] + h * d, hkv * d, n, d, base + h * head_bytes_);
+      encode_rows(config_.type, src[kv] + h * d, hkv * d, n, d, base + h * head_bytes_);
     }
   }
   int64_t& extent = stored_ref(layer, seq);

@@ -211,8 +211,17 @@ Model load_gguf_model(const GGUFFile& g) {
   const int64_t dim = c.dim, kv = c.kv_dim(), hid = c.hidden_dim;
   m.token_embd = r.matrix("token_embd", c.vocab_size, dim, false);
   m.output_norm = r.matrix("output_norm", 1, dim, true);
-  const bool tied = !g.find_tensor("output.weight") && !g.find_tensor("output");
-  m.output = tied ? m.token_embd : r.matrix("output", c.vocab_size, dim, false);
+  const bool has_output = g.find_tensor("output.weight") || g.find_tensor("output");
+  m.output = has_output ? r.matrix("output", c.vocab_size, dim, false) : m.token_embd;
+  if (has_output && m.output.type == m.token_embd.type &&
+      std::memcmp(m.output.data, m.token_embd.data,
+                  size_t(c.vocab_size) * dtype_row_bytes(m.output.type, size_t(dim))) == 0) {
+    // Converters (convert-llama2c-to-ggml) store a shared classifier twice;
+    // treating the copy as tied gives the same model as the llama2.c file and
+    // one matrix to stream. memcmp stops at the first difference, so an
+    // untied output costs next to nothing here.
+    m.output = m.token_embd;
+  }
   m.layers.resize(c.n_layers);
   for (int64_t i = 0; i < c.n_layers; ++i) {
     const std::string b = "blk." + std::to_string(i) + ".";

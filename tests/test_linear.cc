@@ -15,6 +15,7 @@
 #include <doctest/doctest.h>
 #include <omp.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <random>
@@ -109,6 +110,9 @@ TEST_CASE("matmul_reference on a hand-computed case") {
 }
 
 TEST_CASE("matvec matches the reference for every dtype and awkward tilings") {
+  // Q8_0 here with f32 activations (exact weights); the int8-activation mode has its own bound below.
+  const detail::Q8Dot saved = detail::q8_matvec_mode();
+  detail::set_q8_matvec_mode(detail::Q8Dot::kDequantF32);
   for (DType t : kAllTypes) {
     const std::vector<int64_t> cols_list =
         t == DType::Q8_0 ? std::vector<int64_t>{32, 96, 608} : std::vector<int64_t>{1, 7, 17, 33, 100, 200, 577};
@@ -125,9 +129,53 @@ TEST_CASE("matvec matches the reference for every dtype and awkward tilings") {
       }
     }
   }
+  detail::set_q8_matvec_mode(saved);
+}
+
+TEST_CASE("Q8_0 matvec with int8 activations stays within the activation-quantization bound") {
+  // Quantizing x per 32-block moves each x_i by at most half a step d_b / 2
+  // (d_b = max|x in block| / 127), so the result may differ from the exact dot
+  // product by sum_b d_b/2 * sum_{i in b} |w_i|, plus f32 rounding as above.
+  const detail::Q8Dot saved = detail::q8_matvec_mode();
+  for (auto mode : {detail::Q8Dot::kInt8, detail::Q8Dot::kDequantF32}) {
+    detail::set_q8_matvec_mode(mode);
+    for (int64_t cols : {32, 96, 2048}) {
+      for (int64_t rows : {1, 5, 67}) {
+        CAPTURE(static_cast<int>(mode));
+        CAPTURE(rows);
+        CAPTURE(cols);
+        const auto tm = make_matrix(DType::Q8_0, rows, cols, static_cast<uint32_t>(rows + cols));
+        auto x = random_vec(static_cast<size_t>(cols), 3);
+        x[0] = 0.0f;  // an all-zero block must not divide by zero
+        if (cols >= 64) std::fill(x.begin() + 32, x.begin() + 64, 0.0f);
+        std::vector<float> y(static_cast<size_t>(rows)), ref(static_cast<size_t>(rows));
+        matvec(tm.m, x.data(), y.data());
+        matmul_reference(tm.m, x.data(), 1, ref.data());
+        for (int64_t r = 0; r < rows; ++r) {
+          double abs_sum = 0, quant = 0;
+          for (int64_t b = 0; b < cols / 32; ++b) {
+            double amax = 0, wsum = 0;
+            for (int64_t i = b * 32; i < b * 32 + 32; ++i) {
+              amax = std::max(amax, double(std::fabs(x[i])));
+              wsum += std::fabs(tm.decoded[r * cols + i]);
+              abs_sum += std::fabs(double(tm.decoded[r * cols + i]) * x[i]);
+            }
+            quant += amax / 127 / 2 * wsum;
+          }
+          const double bound = (cols + 4) * 0x1p-24 * (abs_sum + quant) * 1.01 +
+                               (mode == detail::Q8Dot::kInt8 ? quant * 1.001 : 0.0);
+          CHECK(std::fabs(y[r] - ref[r]) <= bound);
+        }
+      }
+    }
+  }
+  detail::set_q8_matvec_mode(saved);
 }
 
 TEST_CASE("matmul matches the reference for every dtype and batch size") {
+  // M = 1 is matvec: use its exact-weight Q8_0 mode so one bound covers every M.
+  const detail::Q8Dot saved = detail::q8_matvec_mode();
+  detail::set_q8_matvec_mode(detail::Q8Dot::kDequantF32);
   for (DType t : kAllTypes) {
     const int64_t cols = t == DType::Q8_0 ? 160 : 131;
     const int64_t rows = 70;
@@ -143,6 +191,7 @@ TEST_CASE("matmul matches the reference for every dtype and batch size") {
       check_result(tm, X, M, Y, bf16 ? 0x1p-8 + 0x1p-17 : 0.0);
     }
   }
+  detail::set_q8_matvec_mode(saved);
 }
 
 TEST_CASE("both oneDNN precisions stay within their bounds") {
@@ -179,7 +228,7 @@ TEST_CASE("matvec_multi equals separate matvecs") {
   CHECK(ya == ra);
   CHECK(yb == rb);
   CHECK(yc == rc);
-  check_result(b, x, 1, yb, 0.0);
+  check_result(a, x, 1, ya, 0.0);
 }
 
 TEST_CASE("1 and 2 threads give the same results") {

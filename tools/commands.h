@@ -8,5 +8,8 @@ namespace qkv::tools {
 int cmd_version(int argc, char** argv);
 int cmd_info(int argc, char** argv);
 int cmd_run(int argc, char** argv);
+int cmd_bench(int argc, char** argv);
+int cmd_make_model(int argc, char** argv);
+int cmd_plot(int argc, char** argv);
 
 }  // namespace qkv::tools

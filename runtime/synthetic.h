@@ -1,0 +1,40 @@
+// Models built in memory with random weights (tests and benchmarks need models
+// of real shapes without real checkpoints), and writing any qkv::Model out as
+// a GGUF file that llama.cpp and qkv can read.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kernels/dtype.h"
+#include "runtime/model.h"
+#include "runtime/tokenizer.h"
+
+namespace qkv {
+
+// Named shapes: "tiny" (dim 64, 2 layers, 4 heads / 2 KV heads, FFN 172, vocab
+// 512, ctx 512), "143M" (dim 576, 30 layers, 9/3 heads, FFN 1536, vocab 32000,
+// ctx 8192), "1.1B" (dim 2048, 22 layers, 32/4 heads, FFN 5632, vocab 32000,
+// ctx 2048). Throws qkv::Error naming the known presets for any other name.
+ModelConfig synthetic_preset(const std::string& name);
+std::vector<std::string> synthetic_preset_names();
+
+// A model with deterministic random weights (the same config, type, seed and
+// tie flag give the same bits on any thread count). Projections and the
+// embedding are uniform with variance 1/cols (so W·x keeps unit-scale
+// activations), norms are f32 in [0.9, 1.1]. Matrices are stored in
+// weight_type (quantized with encode_row); a Q8_0 matrix whose rows are not a
+// multiple of 32 values (e.g. FFN 172) falls back to F16. tied_output: output
+// is token_embd. One allocation, filled row by row in parallel.
+Model make_synthetic_model(const ModelConfig& config, DType weight_type, uint64_t seed = 1234,
+                           bool tied_output = true);
+
+// Writes `model` as GGUF v3 (general.architecture "llama", llama.* keys,
+// llama.cpp tensor names, norms F32, a tied output omitted). With a tokenizer,
+// its vocabulary goes into tokenizer.ggml.* (its size must equal the model's);
+// without one, a byte-level vocabulary (Tokenizer::byte_level) is written when
+// the model's vocabulary has at least 260 entries, so the file is runnable.
+void write_gguf_model(const Model& model, const std::string& path, const Tokenizer* tokenizer = nullptr);
+
+}  // namespace qkv

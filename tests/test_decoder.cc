@@ -1,0 +1,234 @@
+// ctest-labels: decoder
+// The decoder's forward pass against a scalar fp64 forward pass on the same
+// stored weights, and its invariants: prefill == token-by-token, 1 thread == 2
+// threads, batched steps == single steps, .bin == .gguf for stories260K.
+#include <doctest/doctest.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <vector>
+
+#include "kernels/error.h"
+#include "runtime/decoder.h"
+#include "runtime/model_loader.h"
+#include "runtime/synthetic.h"
+#include "tests/reference_forward.h"
+#include "tests/shared_data.h"
+
+using namespace qkv;
+
+namespace {
+
+// A GQA model small enough for an fp64 reference: 8 query heads on 2 KV heads,
+// FFN a multiple of 32 so Q8_0 applies to every matrix, untied classifier.
+ModelConfig small_gqa_config() {
+  ModelConfig c;
+  c.dim = 64;
+  c.hidden_dim = 192;
+  c.n_layers = 3;
+  c.n_heads = 8;
+  c.n_kv_heads = 2;
+  c.head_dim = 8;
+  c.rope_dim = 8;
+  c.vocab_size = 300;
+  c.context_length = 128;
+  return c;
+}
+
+std::vector<int32_t> some_tokens(int n, int vocab, int salt = 0) {
+  std::vector<int32_t> t(n);
+  for (int i = 0; i < n; ++i) t[i] = (i * 37 + 11 + salt * 101) % vocab;
+  return t;
+}
+
+double max_abs(const std::vector<double>& x) {
+  double m = 0;
+  for (double v : x) m = std::max(m, std::fabs(v));
+  return m;
+}
+
+// Largest |a - b| relative to the reference's largest logit.
+double rel_error(const float* got, const std::vector<double>& want) {
+  double e = 0;
+  for (size_t i = 0; i < want.size(); ++i) e = std::max(e, std::fabs(got[i] - want[i]));
+  return e / std::max(max_abs(want), 1e-30);
+}
+
+// Relative logit error allowed per weight type (relative to the largest
+// logit). F32, F16 and BF16 weights are widened exactly to f32 and multiply f32
+// activations, so only the f32 summation order differs from the fp64
+// reference (measured: ~1e-6). Q8_0 multiplies int8-quantized activations
+// (per 32-block, rounding error up to 1/254 of the block maximum): 7 quantized
+// inputs per layer over 3 layers plus the classifier is about 16 such
+// roundings in the worst case (measured: 0.033).
+double tolerance(DType t) {
+  switch (t) {
+    case DType::F32:
+    case DType::F16:
+    case DType::BF16: return 1e-4;
+    case DType::Q8_0: return 16.0 / 254;
+  }
+  return 0;
+}
+
+}  // namespace
+
+TEST_CASE("decoder matches the scalar fp64 forward pass for every weight type") {
+  for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q8_0}) {
+    CAPTURE(dtype_name(t));
+    const Model model = make_synthetic_model(small_gqa_config(), t, 7, /*tied_output=*/false);
+    DecoderOptions o;
+    o.kv_type = DType::F32;  // the cache's rounding is tested in test_kv_cache
+    Decoder dec(model, o);
+    test::ReferenceForward ref(model);
+    const std::vector<int32_t> tokens = some_tokens(24, 300);
+
+    // A 16-token prompt through the batched path, then 8 single steps.
+    std::vector<double> want;
+    for (int i = 0; i < 16; ++i) want = ref.step(tokens[i]);
+    const float* got = dec.prefill(0, tokens.data(), 16);
+    CHECK(rel_error(got, want) <= tolerance(t));
+    for (int i = 16; i < 24; ++i) {
+      want = ref.step(tokens[i]);
+      got = dec.step(0, tokens[i]);
+      CHECK(rel_error(got, want) <= tolerance(t));
+    }
+    CHECK(dec.position(0) == 24);
+  }
+}
+
+TEST_CASE("prefill then decode equals feeding the prompt one token at a time") {
+  for (DType t : {DType::F32, DType::F16, DType::Q8_0}) {
+    CAPTURE(dtype_name(t));
+    const Model model = make_synthetic_model(small_gqa_config(), t, 3, false);
+    const std::vector<int32_t> tokens = some_tokens(41, 300, 1);
+    DecoderOptions o;
+    o.kv_type = DType::F32;
+    o.prefill_batch = 16;  // several batches: 16 + 16 + 7
+    Decoder batched(model, o), single(model, o);
+    const float* pl = batched.prefill(0, tokens.data(), 39);
+    const std::vector<float> prefilled(pl, pl + 300);
+    const float* sl = nullptr;
+    for (int i = 0; i < 39; ++i) sl = single.step(0, tokens[i]);
+    const std::vector<double> stepped(sl, sl + 300);
+    CHECK(rel_error(prefilled.data(), stepped) <= tolerance(t));
+    // Both continue alike from their caches.
+    for (int i = 39; i < 41; ++i) {
+      const float* a = batched.step(0, tokens[i]);
+      const std::vector<float> av(a, a + 300);
+      const float* b = single.step(0, tokens[i]);
+      CHECK(rel_error(av.data(), std::vector<double>(b, b + 300)) <= tolerance(t));
+    }
+  }
+}
+
+TEST_CASE("one thread and two threads agree within rounding") {
+  const Model model = make_synthetic_model(small_gqa_config(), DType::F16, 5, false);
+  const std::vector<int32_t> tokens = some_tokens(30, 300, 2);
+  std::vector<std::vector<float>> runs;
+  for (int threads : {1, 2}) {
+    omp_set_num_threads(threads);
+    DecoderOptions o;
+    o.kv_type = DType::F16;
+    Decoder dec(model, o);
+    const float* l = dec.prefill(0, tokens.data(), 20);
+    std::vector<float> all(l, l + 300);
+    for (int i = 20; i < 30; ++i) {
+      l = dec.step(0, tokens[i]);
+      all.insert(all.end(), l, l + 300);
+    }
+    runs.push_back(all);
+  }
+  omp_set_num_threads(omp_get_num_procs());
+  double worst = 0, scale = 0;
+  for (size_t i = 0; i < runs[0].size(); ++i) {
+    worst = std::max(worst, static_cast<double>(std::fabs(runs[0][i] - runs[1][i])));
+    scale = std::max(scale, static_cast<double>(std::fabs(runs[0][i])));
+  }
+  // Only the summation order may differ (split points of key ranges and rows).
+  CHECK(worst <= 1e-4 * scale);
+}
+
+TEST_CASE("a batched step equals stepping each sequence alone") {
+  const Model model = make_synthetic_model(small_gqa_config(), DType::F16, 9, false);
+  DecoderOptions o;
+  o.kv_type = DType::F16;
+  o.n_seqs = 3;
+  Decoder batch(model, o);
+  DecoderOptions o1 = o;
+  o1.n_seqs = 1;
+  std::vector<std::unique_ptr<Decoder>> alone;
+  // Three sequences of different lengths.
+  const int lens[3] = {5, 17, 9};
+  for (int s = 0; s < 3; ++s) {
+    const std::vector<int32_t> prompt = some_tokens(lens[s], 300, 10 + s);
+    batch.prefill(s, prompt.data(), lens[s]);
+    alone.push_back(std::make_unique<Decoder>(model, o1));
+    alone.back()->prefill(0, prompt.data(), lens[s]);
+  }
+  for (int step = 0; step < 4; ++step) {
+    const int64_t seqs[3] = {2, 0, 1};  // any order
+    const int32_t toks[3] = {int32_t(40 + step), int32_t(50 + step), int32_t(60 + step)};
+    const float* l = batch.step_batch(seqs, toks, 3);
+    const std::vector<float> together(l, l + 3 * 300);
+    for (int i = 0; i < 3; ++i) {
+      const float* a = alone[seqs[i]]->step(0, toks[i]);
+      CHECK(rel_error(&together[i * 300], std::vector<double>(a, a + 300)) <= tolerance(DType::F16));
+    }
+  }
+  for (int s = 0; s < 3; ++s) CHECK(batch.position(s) == lens[s] + 4);
+}
+
+TEST_CASE("bad requests are clear errors") {
+  const Model model = make_synthetic_model(small_gqa_config(), DType::F32, 1, false);
+  DecoderOptions o;
+  o.context = 8;
+  Decoder dec(model, o);
+  const std::vector<int32_t> tokens = some_tokens(9, 300);
+  CHECK_THROWS_WITH(dec.prefill(0, tokens.data(), 9), doctest::Contains("context overflow"));
+  const int32_t bad = 300;
+  CHECK_THROWS_WITH(dec.prefill(0, &bad, 1), doctest::Contains("outside the vocabulary"));
+  dec.prefill(0, tokens.data(), 8);
+  CHECK_THROWS_WITH(dec.step(0, 1), doctest::Contains("context overflow"));
+  CHECK_THROWS_WITH(dec.step(1, 1), doctest::Contains("sequence"));
+  const int64_t twice[2] = {0, 0};
+  const int32_t toks[2] = {1, 2};
+  DecoderOptions o2;
+  o2.n_seqs = 2;
+  Decoder dec2(model, o2);
+  CHECK_THROWS_WITH(dec2.step_batch(twice, toks, 2), doctest::Contains("appears twice"));
+}
+
+TEST_CASE("stories260K: the .bin and the .gguf give identical logits") {
+  if (!test::have_shared("models/stories260K.bin") || !test::have_shared("models/stories260K.gguf")) return;
+  const Model a = load_model(test::shared_path("models/stories260K.bin"));
+  const Model b = load_model(test::shared_path("models/stories260K.gguf"));
+  DecoderOptions o;
+  Decoder da(a, o), db(b, o);
+  const std::vector<int32_t> prompt = {1, 403, 407, 261, 378};
+  const float* la = da.prefill(0, prompt.data(), 5);
+  const std::vector<float> va(la, la + 512);
+  const float* lb = db.prefill(0, prompt.data(), 5);
+  CHECK(std::equal(va.begin(), va.end(), lb));
+  for (int32_t t : {300, 301, 302}) {
+    const float* sa = da.step(0, t);
+    const std::vector<float> vsa(sa, sa + 512);
+    const float* sb = db.step(0, t);
+    CHECK(std::equal(vsa.begin(), vsa.end(), sb));
+  }
+}
+
+TEST_CASE("stories260K matches the fp64 reference forward pass") {
+  if (!test::have_shared("models/stories260K.bin")) return;
+  const Model m = load_model(test::shared_path("models/stories260K.bin"));
+  DecoderOptions o;
+  o.kv_type = DType::F32;
+  Decoder dec(m, o);
+  test::ReferenceForward ref(m);
+  for (int32_t t : {1, 403, 407, 261, 378, 290}) {
+    const std::vector<double> want = ref.step(t);
+    CHECK(rel_error(dec.step(0, t), want) <= tolerance(DType::F32));
+  }
+}

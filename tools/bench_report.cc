@@ -1,0 +1,145 @@
+#include "tools/bench_report.h"
+
+#include <algorithm>
+
+#include "kernels/error.h"
+
+namespace qkv::tools {
+
+Spread spread_of(std::vector<double> samples) {
+  QKV_CHECK(!samples.empty(), "spread of no samples");
+  std::sort(samples.begin(), samples.end());
+  const size_t n = samples.size();
+  Spread s;
+  s.min = samples.front();
+  s.max = samples.back();
+  s.median = n % 2 ? samples[n / 2] : 0.5 * (samples[n / 2 - 1] + samples[n / 2]);
+  return s;
+}
+
+std::string BenchReport::label() const {
+  return model.name + " " + model.weight_type + " kv=" + model.kv_type + " t=" + std::to_string(threads);
+}
+
+namespace {
+
+// A value that does not apply (negative by convention) becomes null.
+Json maybe(double v) { return v < 0 ? Json::null() : Json::number(v); }
+
+Json spread_json(const Spread& s) {
+  Json j = Json::object();
+  j.set("median", Json::number(s.median));
+  j.set("min", Json::number(s.min));
+  j.set("max", Json::number(s.max));
+  return j;
+}
+
+// Fixed-width cell for a value that may not apply.
+std::string cell(double v, const char* fmt) {
+  if (v < 0) return "-";
+  char buf[64];
+  std::snprintf(buf, sizeof buf, fmt, v);
+  return buf;
+}
+
+}  // namespace
+
+Json probe_to_json(const ProbeResult& p) {
+  Json j = Json::object();
+  j.set("threads", Json::number(p.threads));
+  j.set("buffer_bytes", Json::number(static_cast<double>(p.buffer_bytes)));
+  j.set("read_streams_per_thread", Json::number(p.read_streams_per_thread));
+  j.set("dram_read_gbs_1t", Json::number(p.dram_read_gbs_1t));
+  j.set("dram_read_gbs", Json::number(p.dram_read_gbs));
+  j.set("fma_gflops_1t", Json::number(p.fma_gflops_1t));
+  j.set("fma_gflops", Json::number(p.fma_gflops));
+  j.set("simd_target", Json::string(p.simd_target));
+  return j;
+}
+
+Json report_to_json(const BenchReport& r) {
+  Json j = Json::object();
+  j.set("tool", Json::string("qkv bench"));
+  j.set("version", Json::string(r.version));
+  j.set("simd_target", Json::string(r.simd_target));
+  j.set("label", Json::string(r.label()));
+  Json m = Json::object();
+  m.set("name", Json::string(r.model.name));
+  m.set("source", Json::string(r.model.source));
+  m.set("weight_type", Json::string(r.model.weight_type));
+  m.set("kv_type", Json::string(r.model.kv_type));
+  m.set("dim", Json::number(r.model.dim));
+  m.set("n_layers", Json::number(r.model.n_layers));
+  m.set("n_heads", Json::number(r.model.n_heads));
+  m.set("n_kv_heads", Json::number(r.model.n_kv_heads));
+  m.set("hidden_dim", Json::number(r.model.hidden_dim));
+  m.set("vocab_size", Json::number(r.model.vocab_size));
+  m.set("parameters", Json::number(static_cast<double>(r.model.parameters)));
+  m.set("weight_bytes", Json::number(static_cast<double>(r.model.weight_bytes)));
+  m.set("weight_bytes_read_per_token", Json::number(static_cast<double>(r.model.weight_bytes_read_per_token)));
+  m.set("kv_bytes_per_token", Json::number(static_cast<double>(r.model.kv_bytes_per_token)));
+  j.set("model", std::move(m));
+  j.set("threads", Json::number(r.threads));
+  j.set("reps", Json::number(r.reps));
+  j.set("warmup", Json::number(r.warmup));
+  j.set("decode_steps", Json::number(static_cast<double>(r.decode_steps)));
+  j.set("batch_depth", Json::number(static_cast<double>(r.batch_depth)));
+  j.set("probe", r.has_probe ? probe_to_json(r.probe) : Json::null());
+  Json rows = Json::array();
+  for (const BenchRow& row : r.rows) {
+    Json o = Json::object();
+    o.set("kind", Json::string(row.kind));
+    o.set("tokens", Json::number(static_cast<double>(row.tokens)));
+    o.set("depth", Json::number(static_cast<double>(row.depth)));
+    o.set("batch", Json::number(static_cast<double>(row.batch)));
+    o.set("tokens_per_s", spread_json(row.tokens_per_s));
+    o.set("ms_per_token", spread_json(row.ms_per_token));
+    o.set("gflops", maybe(row.gflops));
+    o.set("fma_peak_pct", maybe(row.fma_peak_pct));
+    o.set("gbs", maybe(row.gbs));
+    o.set("dram_bw_pct", maybe(row.dram_bw_pct));
+    o.set("speedup_vs_batch1", maybe(row.speedup_vs_batch1));
+    o.set("peak_rss_mib", Json::number(row.peak_rss_mib));
+    rows.push(std::move(o));
+  }
+  j.set("rows", std::move(rows));
+  return j;
+}
+
+void print_probe(FILE* out, const ProbeResult& p) {
+  std::fprintf(out, "probe (%s): DRAM read %.1f GB/s on 1 thread, %.1f GB/s on %d threads (%d streams each, %.0f MiB buffer)\n",
+               p.simd_target.c_str(), p.dram_read_gbs_1t, p.dram_read_gbs, p.threads, p.read_streams_per_thread,
+               static_cast<double>(p.buffer_bytes) / (1024.0 * 1024.0));
+  std::fprintf(out, "probe (%s): FP32 FMA peak %.1f GFLOP/s on 1 thread, %.1f GFLOP/s on %d threads\n",
+               p.simd_target.c_str(), p.fma_gflops_1t, p.fma_gflops, p.threads);
+}
+
+void print_report_table(FILE* out, const BenchReport& r) {
+  const BenchModelInfo& m = r.model;
+  std::fprintf(out, "qkv bench %s: %s (%s), %s weights %.1f MB, KV %s, %d threads, %s\n", r.version.c_str(),
+               m.name.c_str(), m.source.c_str(), m.weight_type.c_str(), static_cast<double>(m.weight_bytes) * 1e-6,
+               m.kv_type.c_str(), r.threads, r.simd_target.c_str());
+  std::fprintf(out,
+               "  %.1fM parameters; per decoded token: %.1f MB of weights + %.1f KB of KV per position attended\n",
+               static_cast<double>(m.parameters) * 1e-6, static_cast<double>(m.weight_bytes_read_per_token) * 1e-6,
+               static_cast<double>(m.kv_bytes_per_token) * 1e-3);
+  if (r.has_probe) print_probe(out, r.probe);
+  std::fprintf(out,
+               "  %d timed reps after %d warm-up; median [min..max]; decode/batch rows time %lld steps; batch rows "
+               "start at depth %lld\n\n",
+               r.reps, r.warmup, static_cast<long long>(r.decode_steps), static_cast<long long>(r.batch_depth));
+  std::fprintf(out, "%-8s %6s %6s %5s %10s %21s %9s %7s %6s %8s %6s %7s %8s\n", "test", "tokens", "depth", "batch",
+               "tok/s", "[min..max]", "ms/tok", "GB/s", "%BW", "GFLOP/s", "%FMA", "speedup", "RSS MiB");
+  for (const BenchRow& row : r.rows) {
+    char range[64];
+    std::snprintf(range, sizeof range, "[%.1f..%.1f]", row.tokens_per_s.min, row.tokens_per_s.max);
+    std::fprintf(out, "%-8s %6lld %6lld %5lld %10.1f %21s %9.3f %7s %6s %8s %6s %7s %8.0f\n", row.kind.c_str(),
+                 static_cast<long long>(row.tokens), static_cast<long long>(row.depth),
+                 static_cast<long long>(row.batch), row.tokens_per_s.median, range, row.ms_per_token.median,
+                 cell(row.gbs, "%.1f").c_str(), cell(row.dram_bw_pct, "%.0f%%").c_str(),
+                 cell(row.gflops, "%.1f").c_str(), cell(row.fma_peak_pct, "%.0f%%").c_str(),
+                 cell(row.speedup_vs_batch1, "%.2fx").c_str(), row.peak_rss_mib);
+  }
+}
+
+}  // namespace qkv::tools

@@ -1,0 +1,70 @@
+// qkv make-model: writes a synthetic model (random weights of a real shape, the
+// same ones `qkv bench --synthetic` builds in memory) as a GGUF file that qkv
+// and llama.cpp can load, with a byte-level vocabulary so it can also be run.
+#include <cstdio>
+#include <string>
+
+#include "kernels/dtype.h"
+#include "kernels/error.h"
+#include "runtime/synthetic.h"
+#include "tools/args.h"
+#include "tools/commands.h"
+
+namespace qkv::tools {
+
+namespace {
+
+const char* kMakeModelUsage =
+    "usage: qkv make-model NAME [--type T] -o FILE.gguf [options]\n"
+    "  NAME            tiny, 143M or 1.1B\n"
+    "  --type T        weight type: f32, f16 (default), bf16, q8_0\n"
+    "  -o, --output    the GGUF file to write\n"
+    "  --seed S        random seed (default 1234, as qkv bench uses)\n"
+    "  --untied        a separate output matrix (default: tied to the embedding)\n"
+    "  -q, --quiet     no summary on stderr\n";
+
+}  // namespace
+
+int cmd_make_model(int argc, char** argv) {
+  std::string name, output;
+  DType type = DType::F16;
+  uint64_t seed = 1234;
+  bool untied = false, quiet = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "-h" || a == "--help") {
+      std::fputs(kMakeModelUsage, stdout);
+      return 0;
+    } else if (a == "--type") {
+      const char* v = flag_value(argc, argv, i);
+      if (!parse_dtype(v, &type)) fail("flag --type wants f32, f16, bf16 or q8_0, not '", v, "'");
+    } else if (a == "-o" || a == "--output") {
+      output = flag_value(argc, argv, i);
+    } else if (a == "--seed") {
+      seed = static_cast<uint64_t>(parse_int(argv[i], flag_value(argc, argv, i), 0, INT64_MAX));
+    } else if (a == "--untied") {
+      untied = true;
+    } else if (a == "-q" || a == "--quiet") {
+      quiet = true;
+    } else if (!a.empty() && a[0] != '-' && name.empty()) {
+      name = a;
+    } else {
+      std::fprintf(stderr, "qkv make-model: unexpected argument '%s'\n\n%s", argv[i], kMakeModelUsage);
+      return 2;
+    }
+  }
+  if (name.empty() || output.empty()) {
+    std::fprintf(stderr, "qkv make-model: NAME and -o FILE are required\n\n%s", kMakeModelUsage);
+    return 2;
+  }
+  Model model = make_synthetic_model(synthetic_preset(name), type, seed, !untied);
+  write_gguf_model(model, output);
+  if (!quiet) {
+    std::fprintf(stderr, "qkv make-model: wrote %s: synthetic %s, %s weights, %.1fM parameters, %.1f MB\n",
+                 output.c_str(), name.c_str(), dtype_name(type), static_cast<double>(model.parameter_count()) * 1e-6,
+                 static_cast<double>(model.weight_bytes()) * 1e-6);
+  }
+  return 0;
+}
+
+}  // namespace qkv::tools
