@@ -1,14 +1,34 @@
 #!/usr/bin/env bash
-# Sets up, builds and runs every qkv test: the Release build under CTest, then the
-# same suites built with AddressSanitizer + UBSan, the threaded API test under
-# ThreadSanitizer, and the kernels compiled for Highway's SCALAR target only.
-# QKV_TEST_QUICK=1 runs only the first stage.
+# Sets up, builds and runs every qkv test:
+#   1. the Release build, every suite under CTest;
+#   2. the suites labelled "asan" built with AddressSanitizer + UBSan
+#      (file parsers, tokenizer, kernels, KV cache, C API);
+#   3. the suites labelled "tsan" (one model shared by sessions on many threads)
+#      built with ThreadSanitizer;
+#   4. the suites labelled "kernels" with Highway compiled for SCALAR only.
+# QKV_TEST_QUICK=1 stops after the first stage.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
 jobs=$(nproc)
 
 stage() { echo; echo "=== $*"; }
+# The doctest executables carrying a ctest label, from the Release build's registry.
+targets_with_label() {
+  ctest --test-dir build -N -L "$1" | sed -n 's/^ *Test *#[0-9]*: \(test_[A-Za-z0-9_]*\)$/\1/p'
+}
+# Configure DIR with extra flags, build the targets labelled LABEL, run them.
+sanitized_stage() {
+  local dir=$1 label=$2
+  shift 2
+  cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DQKV_BUILD_BENCH=OFF "$@" >/dev/null
+  local targets
+  targets=$(targets_with_label "$label")
+  [ -n "$targets" ] || { echo "no suites labelled $label"; return 1; }
+  # shellcheck disable=SC2086
+  cmake --build "$dir" -j"$jobs" --target $targets
+  ctest --test-dir "$dir" --output-on-failure -j"$jobs" -L "$label"
+}
 
 stage "Release build + all tests"
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
@@ -17,13 +37,14 @@ ctest --test-dir build --output-on-failure -j"$jobs"
 
 [ "${QKV_TEST_QUICK:-0}" = 1 ] && exit 0
 
-stage "AddressSanitizer + UBSan build: file parsing, tokenizer, kernels"
-cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DQKV_SANITIZE=ON -DQKV_BUILD_BENCH=OFF >/dev/null
-cmake --build build-asan -j"$jobs"
-ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
-  ctest --test-dir build-asan --output-on-failure -j"$jobs" -L asan
+stage "AddressSanitizer + UBSan"
+ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+  sanitized_stage build-asan asan -DQKV_SANITIZE=ON
 
-stage "Kernels compiled for the SCALAR target only"
-cmake -S . -B build-scalar -DCMAKE_BUILD_TYPE=Release -DQKV_SCALAR_ONLY=ON -DQKV_BUILD_BENCH=OFF >/dev/null
-cmake --build build-scalar -j"$jobs"
-ctest --test-dir build-scalar --output-on-failure -j"$jobs" -L kernels
+stage "ThreadSanitizer"
+TSAN_OPTIONS=halt_on_error=1 sanitized_stage build-tsan tsan -DQKV_TSAN=ON
+
+stage "Kernels compiled for Highway's SCALAR target only"
+sanitized_stage build-scalar kernels -DQKV_SCALAR_ONLY=ON -DCMAKE_BUILD_TYPE=Release
+
+stage "all stages passed"
