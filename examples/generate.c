@@ -1,6 +1,9 @@
 /* Loads a model through libqkv's C API and generates text from a prompt.
- *   generate MODEL [TOKENIZER|-] PROMPT [STEPS]
- * Greedy (temperature 0) so the output is reproducible; prints the text to stdout. */
+ *   generate MODEL TOKENIZER|- PROMPT [STEPS]
+ * TOKENIZER is a llama2.c tokenizer.bin, or "-" for a GGUF model's own
+ * vocabulary. STEPS counts every position, BOS and prompt included (llama2.c's
+ * -n; default 64). Greedy (temperature 0) so the output is reproducible: the
+ * text goes to stdout exactly as `qkv run --temp 0 --steps STEPS` prints it. */
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -23,8 +26,9 @@ int main(int argc, char** argv) {
   if (argv[2][0] != '-' || argv[2][1] != '\0') mopts.tokenizer_path = argv[2];
 
   qkv_model* model = NULL;
-  if (qkv_model_load(argv[1], &mopts, &model) != QKV_OK) {
-    fprintf(stderr, "load failed: %s\n", qkv_last_error());
+  const qkv_status loaded = qkv_model_load(argv[1], &mopts, &model);
+  if (loaded != QKV_OK) {
+    fprintf(stderr, "load failed (%s): %s\n", qkv_status_name(loaded), qkv_last_error());
     return 1;
   }
   qkv_session* session = NULL;
@@ -35,7 +39,17 @@ int main(int argc, char** argv) {
   }
   qkv_generate_options gopts;
   qkv_generate_options_init(&gopts);
-  gopts.steps = argc > 4 ? atoll(argv[4]) : 64;
+  gopts.steps = 64;
+  if (argc > 4) {
+    char* end = NULL;
+    gopts.steps = strtoll(argv[4], &end, 10);
+    if (*argv[4] == '\0' || *end != '\0' || gopts.steps < 1) {
+      fprintf(stderr, "STEPS must be a positive integer, not '%s'\n", argv[4]);
+      qkv_session_free(session);
+      qkv_model_free(model);
+      return 2;
+    }
+  }
   gopts.sampler.temperature = 0.0f;
   qkv_generate_stats stats;
   const qkv_status st = qkv_generate(session, argv[3], &gopts, print_piece, NULL, &stats);

@@ -32,6 +32,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <vector>
@@ -202,7 +203,7 @@ Plan MakePlan(const AttentionShape& s, int threads) {
   }
 #endif
   if (!p.row_kernel) {
-    const int64_t target = (kVecRegs >= 32 ? 2 : 2) * N;  // rows per item
+    const int64_t target = (getenv("QKV_ATTN_NRV") ? atoi(getenv("QKV_ATTN_NRV")) : 2) * N;  // rows per item
     p.gh = std::min(p.g, target);
     p.qr = std::max<int64_t>(1, std::min(lq, target / p.gh));
     p.rows = p.gh * p.qr;
@@ -239,9 +240,16 @@ size_t ScratchFloats(const Plan& p, const AttentionShape& s) {
          RoundUp(3 * R, pad);
 }
 
+// Per-thread working set, plus each thread's share of the split-merge partials
+// (at most ~8 items per thread of rows x (d + 2) floats when keys are split).
 size_t ScratchBytes(const AttentionShape& s, int /*type*/, int threads) {
   const Plan p = MakePlan(s, threads);
-  return ScratchFloats(p, s) * sizeof(float);
+  size_t floats = ScratchFloats(p, s);
+  if (p.nsplit > 1) {
+    const size_t partials = static_cast<size_t>(p.items_base * p.nsplit * p.rows * (s.d + 2));
+    floats += (partials + static_cast<size_t>(threads) - 1) / static_cast<size_t>(threads);
+  }
+  return floats * sizeof(float);
 }
 
 // One work item, resolved.
@@ -351,9 +359,13 @@ HWY_INLINE VF SoftmaxStep(DF df, VF mx_block, float* m, float* l, float* s, int6
 // ---------------------------------------------------------------------------
 // Tile kernel.
 
+// Keys (score tile) or value columns (accumulate tile) per register block: as
+// many accumulators as the register file holds beside the row vectors and a
+// broadcast, rounded to a power of two so it divides the usual block sizes and
+// head dims (a remainder falls back to 4, then 1: narrow blocks are latency-bound).
 template <int NRV>
 constexpr int TileMJ() {
-  return std::min(12, (kVecRegs - NRV - 3) / NRV);
+  return (kVecRegs - NRV - 2) / NRV >= 8 ? 8 : (kVecRegs - NRV - 2) / NRV >= 4 ? 4 : 2;
 }
 
 // st[jj*R + lanes] = Σ_c kb[jj*ldk + c] * qt[c*R + lanes] for MJ keys.
@@ -447,6 +459,8 @@ void TileItem(const Call& c, const Plan& p, const Item& it, float* scratch, floa
     }
     size_t j = 0;
     for (; j + MJ <= nk; j += MJ) ScoreTile<NRV, MJ>(df, qt, R, kb + j * ldk, ldk, d, st + j * R);
+    if (MJ > 2)
+      for (; j + 2 <= nk; j += 2) ScoreTile<NRV, 2>(df, qt, R, kb + j * ldk, ldk, d, st + j * R);
     for (; j < nk; ++j) ScoreTile<NRV, 1>(df, qt, R, kb + j * ldk, ldk, d, st + j * R);
 
     const bool full = j0 >= it.flo && j0 + static_cast<int64_t>(nk) <= it.fhi && !c.mi.per_key_parts();
@@ -472,6 +486,8 @@ void TileItem(const Call& c, const Plan& p, const Item& it, float* scratch, floa
     }
     size_t x = 0;
     for (; x + MJ <= d; x += MJ) AccumulateTile<NRV, MJ>(df, st, R, nk, vb, ldv, x, corr, ot);
+    if (MJ > 2)
+      for (; x + 2 <= d; x += 2) AccumulateTile<NRV, 2>(df, st, R, nk, vb, ldv, x, corr, ot);
     for (; x < d; ++x) AccumulateTile<NRV, 1>(df, st, R, nk, vb, ldv, x, corr, ot);
   }
 
@@ -502,48 +518,81 @@ HWY_INLINE VF TransposeSum(DF df, VF* v, size_t n) {
   return v[0];
 }
 
-// Partial dot vectors of one key against RB rows: part[(r*N + slot)*N ..] = Σ_cv q_r ⊙ k.
-template <DType T, int RB>
-HWY_INLINE void RowDots(DF df, const float* HWY_RESTRICT qs, size_t d, const uint8_t* krow, float* HWY_RESTRICT part,
-                        size_t slot) {
-  const size_t N = hn::Lanes(df);
-  VF acc[RB];
-  for (int r = 0; r < RB; ++r) acc[r] = hn::Zero(df);
-  for (size_t x = 0; x < d; x += N) {
-    const VF kv = Elem<T>::Load(df, krow, x);
-    for (int r = 0; r < RB; ++r) acc[r] = hn::MulAdd(hn::Load(df, qs + r * d + x), kv, acc[r]);
-  }
-  for (int r = 0; r < RB; ++r) hn::Store(acc[r], df, part + (r * N + slot) * N);
+// Register blocking of the row kernel: RB rows times KB keys (dots) or XB
+// column vectors (accumulate) of accumulators, plus the KB/XB converted K/V vectors.
+template <int RB>
+constexpr int RowKB() {
+  return std::min(kVecRegs / 4, (kVecRegs / 2) / RB);
 }
 
-// acc rows [RB][d] += Σ_j p[r][j] * v_j, columns outer so acc stays in registers.
+// Partial dot vectors of KB consecutive keys against RB rows:
+// part[(r*N + slot + k)*N ..] = Σ_x q_r[x..] ⊙ k_k[x..] (lanes summed later).
+template <DType T, int RB, int KB>
+HWY_INLINE void RowDots(DF df, const float* HWY_RESTRICT qs, size_t d, const uint8_t* krow, int64_t rs,
+                        float* HWY_RESTRICT part, size_t slot) {
+  const size_t N = hn::Lanes(df);
+  VF acc[KB][RB];
+  for (int k = 0; k < KB; ++k)
+    for (int r = 0; r < RB; ++r) acc[k][r] = hn::Zero(df);
+  for (size_t x = 0; x < d; x += N) {
+    VF kv[KB];
+    for (int k = 0; k < KB; ++k) kv[k] = Elem<T>::Load(df, krow + k * rs, x);
+    for (int r = 0; r < RB; ++r) {
+      const VF qv = hn::Load(df, qs + r * d + x);
+      for (int k = 0; k < KB; ++k) acc[k][r] = hn::MulAdd(qv, kv[k], acc[k][r]);
+    }
+  }
+  for (int k = 0; k < KB; ++k)
+    for (int r = 0; r < RB; ++r) hn::Store(acc[k][r], df, part + (r * N + slot + k) * N);
+}
+
+// acc rows [RB][d] += Σ_j p[r][j] * v_j for XB column vectors at a time, so the
+// accumulators stay in registers across the block and each p[r][j] broadcast
+// feeds XB FMAs.
+template <DType T, int RB, int XB>
+HWY_INLINE void RowAccumulateCols(DF df, const float* HWY_RESTRICT pr, size_t bk, size_t nk, const uint8_t* vrow0,
+                                  int64_t rs, size_t d, size_t x, float* HWY_RESTRICT acc) {
+  const size_t N = hn::Lanes(df);
+  VF a[XB][RB];
+  for (int xb = 0; xb < XB; ++xb)
+    for (int r = 0; r < RB; ++r) a[xb][r] = hn::Load(df, acc + r * d + x + xb * N);
+  const uint8_t* vrow = vrow0;
+  for (size_t j = 0; j < nk; ++j, vrow += rs) {
+    VF vv[XB];
+    for (int xb = 0; xb < XB; ++xb) vv[xb] = Elem<T>::Load(df, vrow, x + xb * N);
+    for (int r = 0; r < RB; ++r) {
+      const VF pj = hn::Set(df, pr[r * bk + j]);
+      for (int xb = 0; xb < XB; ++xb) a[xb][r] = hn::MulAdd(pj, vv[xb], a[xb][r]);
+    }
+  }
+  for (int xb = 0; xb < XB; ++xb)
+    for (int r = 0; r < RB; ++r) hn::Store(a[xb][r], df, acc + r * d + x + xb * N);
+}
+
 template <DType T, int RB>
 HWY_INLINE void RowAccumulate(DF df, const float* HWY_RESTRICT pr, size_t bk, size_t nk, const uint8_t* vrow0,
                               int64_t rs, size_t d, float* HWY_RESTRICT acc) {
   const size_t N = hn::Lanes(df);
-  for (size_t x = 0; x < d; x += N) {
-    VF a[RB];
-    for (int r = 0; r < RB; ++r) a[r] = hn::Load(df, acc + r * d + x);
-    const uint8_t* vrow = vrow0;
-    for (size_t j = 0; j < nk; ++j, vrow += rs) {
-      const VF vv = Elem<T>::Load(df, vrow, x);
-      for (int r = 0; r < RB; ++r) a[r] = hn::MulAdd(hn::Set(df, pr[r * bk + j]), vv, a[r]);
-    }
-    for (int r = 0; r < RB; ++r) hn::Store(a[r], df, acc + r * d + x);
-  }
+  constexpr int XB = RowKB<RB>();
+  size_t x = 0;
+  for (; x + XB * N <= d; x += XB * N) RowAccumulateCols<T, RB, XB>(df, pr, bk, nk, vrow0, rs, d, x, acc);
+  for (; x < d; x += N) RowAccumulateCols<T, RB, 1>(df, pr, bk, nk, vrow0, rs, d, x, acc);
 }
 
 template <DType T, int RB>
 HWY_INLINE void RowBlockRows(DF df, const float* qs, size_t d, const uint8_t* kblk, int64_t rs, size_t nk,
                              float* part, float* st, size_t bk) {
   const size_t N = hn::Lanes(df);
+  constexpr int KB = RowKB<RB>();
   for (size_t jg = 0; jg < nk; jg += N) {
     const size_t ng = std::min(N, nk - jg);
-    for (size_t jj = 0; jj < ng; ++jj) RowDots<T, RB>(df, qs, d, kblk + static_cast<int64_t>(jg + jj) * rs, part, jj);
+    size_t jj = 0;
+    for (; jj + KB <= ng; jj += KB)
+      RowDots<T, RB, KB>(df, qs, d, kblk + static_cast<int64_t>(jg + jj) * rs, rs, part, jj);
+    for (; jj < ng; ++jj) RowDots<T, RB, 1>(df, qs, d, kblk + static_cast<int64_t>(jg + jj) * rs, rs, part, jj);
     for (int r = 0; r < RB; ++r) {
-      VF v[64];
-      for (size_t jj = 0; jj < N; ++jj)
-        v[jj] = jj < ng ? hn::Load(df, part + (r * N + jj) * N) : hn::Zero(df);
+      VF v[hn::MaxLanes(DF())];
+      for (size_t k = 0; k < N; ++k) v[k] = k < ng ? hn::Load(df, part + (r * N + k) * N) : hn::Zero(df);
       hn::Store(TransposeSum(df, v, N), df, st + r * bk + jg);
     }
   }
@@ -583,8 +632,16 @@ void RowItem(const Call& c, const Plan& p, const Item& it, float* scratch, float
     const uint8_t* vblk = vbase + j0 * vrs;
     // Fetch the next block's keys while this one computes.
     if (j0 + p.bk < it.hi) {
-      const uint8_t* nxt = kblk + p.bk * krs;
-      for (size_t jj = 0; jj < nk; jj += 2) hwy::Prefetch(nxt + static_cast<int64_t>(jj) * krs);
+      const uint8_t* nk_ = kblk + p.bk * krs;
+      const uint8_t* nv_ = vblk + p.bk * vrs;
+      const int64_t row_bytes = static_cast<int64_t>(dtype_row_bytes(T, d));
+      const int64_t n_next = std::min<int64_t>(p.bk, it.hi - j0 - p.bk);
+      for (int64_t jj = 0; jj < n_next; ++jj) {
+        for (int64_t off = 0; off < row_bytes; off += 64) {
+          hwy::Prefetch(nk_ + jj * krs + off);
+          hwy::Prefetch(nv_ + jj * vrs + off);
+        }
+      }
     }
     int64_t r = 0;
     for (; r + 8 <= rows; r += 8) RowBlockRows<T, 8>(df, qs + r * d, d, kblk, krs, nk, part, st + r * bk, bk);

@@ -10,6 +10,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <cstring>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -126,12 +127,19 @@ void matmul_onednn(const Matrix& W, const float* X, int64_t M, float* Y, GemmPre
     // Tiles of about 2 MB of decoded weights, a multiple of 64 rows.
     const size_t elem = p == GemmPrecision::kF32 ? 4 : 2;
     const int64_t tile = std::max<int64_t>(64, int64_t(2 << 20) / (K * int64_t(elem)) / 64 * 64);
+    // Each tile's product goes to a dense [M][n] buffer and is then copied into
+    // its columns of Y: oneDNN 2.6 uses its fast brgemm kernels only for a dense
+    // destination (a strided one falls back to the slower gemm:jit).
     static thread_local std::vector<uint8_t> tile_buf;
+    static thread_local std::vector<float> out_buf;
     void* wt = scratch(tile_buf, static_cast<size_t>(std::min(tile, N) * K) * elem);
+    float* yt = scratch(out_buf, static_cast<size_t>(std::min(tile, N) * M));
     for (int64_t r0 = 0; r0 < N; r0 += tile) {
       const int64_t n = std::min(tile, N - r0);
       decode_tile(W, r0, n, p, wt);
-      run_gemm(a, wt, Y + r0, M, K, n, N, dt);
+      run_gemm(a, wt, yt, M, K, n, n, dt);
+#pragma omp parallel for schedule(static) if (omp_get_max_threads() > 1 && M * n >= 65536)
+      for (int64_t m = 0; m < M; ++m) std::memcpy(Y + m * N + r0, yt + m * n, static_cast<size_t>(n) * sizeof(float));
     }
   } catch (const dnnl::error& e) {
     fail("matmul: oneDNN failed for ", M, "x", K, " times ", dtype_name(W.type), " ", N, "x", K, ": ",

@@ -74,6 +74,7 @@ HWY_INLINE float Q8Scale(const uint8_t* block) {
 // conversion (a scalar conversion per block costs as much as the block's dot
 // product); for int8 activations the activation block scale is folded in too.
 constexpr size_t kScaleGroup = 16;
+static_assert(kScaleGroup <= detail::kQ8ScalePadding, "quantized x is padded for whole scale groups");
 
 // Scales of blocks [b0, b0 + nb) of one row (nb <= kScaleGroup), times xd[b]
 // when xd is given (xd is padded so that reading kScaleGroup values is safe).
@@ -95,8 +96,10 @@ HWY_INLINE void RowScales(const uint8_t* HWY_RESTRICT row, size_t b0, size_t nb,
 // kept as int16 so each row pass only widens the weights): integer products
 // summed exactly per block, then one FMA with the product of the two scales.
 struct QuantizedX {
-  const int16_t* q;  // cols values, each in [-127, 127]
-  const float* d;    // cols / 32 block scales, then kScaleGroup zeros of padding
+  const int16_t* q;     // cols values, each in [-127, 127]
+  const float* d;       // cols / 32 block scales, then kScaleGroup zeros of padding
+  const int8_t* q8;     // the same values as int8 (for VNNI)
+  const int32_t* corr;  // cols / 4 values: -128 * (sum of q over 4 consecutive values)
 };
 
 template <size_t R>
@@ -193,6 +196,64 @@ HWY_INLINE void DotRows(const uint8_t* HWY_RESTRICT w, size_t row_bytes, size_t 
   }
 }
 
+#if HWY_TARGET == HWY_AVX3_DL
+// AVX-512 VNNI version of DotRowsQ8Int: vpdpbusd multiplies 64 unsigned by 64
+// signed bytes into 16 int32 sums of 4 products, i.e. two Q8_0 blocks per
+// instruction (lanes 0-7 block b, 8-15 block b+1). Weights are made unsigned by
+// flipping their sign bit (w + 128); the extra 128 * sum(x) is removed by
+// starting each sum at the precomputed correction. Same integer block sums as
+// DotRowsQ8Int, in half the instructions. Highway 1.0.3 exposes no such op and
+// its AVX3_DL target does not enable avx512vnni (which every AVX3_DL CPU has,
+// since Highway requires VNNI to select AVX3_DL), hence the intrinsics.
+template <size_t R>
+__attribute__((target("avx512vnni"))) void DotRowsQ8Vnni(const uint8_t* HWY_RESTRICT w, size_t row_bytes,
+                                                          size_t cols, QuantizedX xq, float* HWY_RESTRICT y) {
+  __m512 acc[R];
+  float tail[R];
+  for (size_t r = 0; r < R; ++r) {
+    acc[r] = _mm512_setzero_ps();
+    tail[r] = 0.0f;
+  }
+  HWY_ALIGN float scale[R][kScaleGroup];
+  const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
+  const __m512i first_pair = _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
+  const size_t blocks = cols / kQ8BlockSize;
+  for (size_t g = 0; g < blocks; g += kScaleGroup) {
+    const size_t nb = std::min(kScaleGroup, blocks - g);
+    __m512 sv[R];
+    for (size_t r = 0; r < R; ++r) {
+      RowScales(w + r * row_bytes, g, nb, xq.d, scale[r]);
+      sv[r] = _mm512_load_ps(scale[r]);
+    }
+    size_t k = 0;
+    for (; k + 2 <= nb; k += 2) {
+      const size_t b = g + k;  // even
+      const __m512i idx = _mm512_add_epi32(first_pair, _mm512_set1_epi32(static_cast<int>(k)));
+      const __m512i xv = _mm512_loadu_si512(xq.q8 + b * kQ8BlockSize);
+      const __m512i corr = _mm512_loadu_si512(xq.corr + b * kQ8BlockSize / 4);
+      for (size_t r = 0; r < R; ++r) {
+        const uint8_t* blk = w + r * row_bytes + b * sizeof(BlockQ8_0) + 2;
+        const __m256i lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk));
+        const __m256i hi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + sizeof(BlockQ8_0)));
+        const __m512i wv = _mm512_xor_si512(_mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1), flip);
+        const __m512i sum = _mm512_dpbusd_epi32(corr, wv, xv);
+        acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), _mm512_permutexvar_ps(idx, sv[r]), acc[r]);
+      }
+    }
+    if (k < nb) {  // an odd block count leaves one block
+      const size_t b = g + k;
+      for (size_t r = 0; r < R; ++r) {
+        const int8_t* qs = reinterpret_cast<const int8_t*>(w + r * row_bytes + b * sizeof(BlockQ8_0) + 2);
+        int32_t s = 0;
+        for (size_t j = 0; j < kQ8BlockSize; ++j) s += int32_t(qs[j]) * xq.q8[b * kQ8BlockSize + j];
+        tail[r] += static_cast<float>(s) * scale[r][k];
+      }
+    }
+  }
+  for (size_t r = 0; r < R; ++r) y[r] = _mm512_reduce_add_ps(acc[r]) + tail[r];
+}
+#endif
+
 template <DType T>
 void MatvecRangeT(const Matrix& W, const float* x, const QuantizedX* xq, float* y, int64_t r0, int64_t r1) {
   const size_t cols = static_cast<size_t>(W.cols);
@@ -200,6 +261,10 @@ void MatvecRangeT(const Matrix& W, const float* x, const QuantizedX* xq, float* 
   const uint8_t* base = static_cast<const uint8_t*>(W.data);
   int64_t r = r0;
   if (T == DType::Q8_0 && xq != nullptr) {
+#if HWY_TARGET == HWY_AVX3_DL
+    for (; r + 4 <= r1; r += 4) DotRowsQ8Vnni<4>(base + r * row_bytes, row_bytes, cols, *xq, y + r);
+    for (; r < r1; ++r) DotRowsQ8Vnni<1>(base + r * row_bytes, row_bytes, cols, *xq, y + r);
+#endif
     for (; r + 4 <= r1; r += 4) DotRowsQ8Int<4>(base + r * row_bytes, row_bytes, cols, *xq, y + r);
     for (; r < r1; ++r) DotRowsQ8Int<1>(base + r * row_bytes, row_bytes, cols, *xq, y + r);
     return;
@@ -210,9 +275,9 @@ void MatvecRangeT(const Matrix& W, const float* x, const QuantizedX* xq, float* 
 
 // y[r] for rows [r0, r1) of W. Q8_0 uses integer dot products when xq (x
 // quantized per block) is given, dequantizes in registers otherwise.
-void MatvecRange(const Matrix& W, const float* x, const int16_t* xq, const float* xd, float* y, int64_t r0,
-                 int64_t r1) {
-  const QuantizedX q{xq, xd};
+void MatvecRange(const Matrix& W, const float* x, const int16_t* xq, const float* xd, const int8_t* xq8,
+                 const int32_t* xcorr, float* y, int64_t r0, int64_t r1) {
+  const QuantizedX q{xq, xd, xq8, xcorr};
   const QuantizedX* qp = xq != nullptr ? &q : nullptr;
   switch (W.type) {
     case DType::F32: return MatvecRangeT<DType::F32>(W, x, qp, y, r0, r1);
@@ -428,15 +493,27 @@ void matvec_multi(const Matrix* Ws, float* const* ys, int count, const float* x)
   for (int i = 0; i < count; ++i) any_q8 |= Ws[i].type == DType::Q8_0;
   const int16_t* xq = nullptr;
   const float* xd = nullptr;
+  const int8_t* xq8 = nullptr;
+  const int32_t* xcorr = nullptr;
   static thread_local std::vector<int16_t> xq_buf;
   static thread_local std::vector<float> xd_buf;
+  static thread_local std::vector<int8_t> xq8_buf;
+  static thread_local std::vector<int32_t> corr_buf;
   if (any_q8 && detail::q8_matvec_mode() == detail::Q8Dot::kInt8) {
     const size_t cols = static_cast<size_t>(Ws[0].cols);
     xq_buf.resize(cols);
     xd_buf.assign(cols / kQ8BlockSize + detail::kQ8ScalePadding, 0.0f);
+    xq8_buf.resize(cols);
+    corr_buf.resize(cols / 4);
     detail::quantize_x_q8(x, cols, xq_buf.data(), xd_buf.data());
+    for (size_t i = 0; i < cols; ++i) xq8_buf[i] = static_cast<int8_t>(xq_buf[i]);
+    for (size_t i = 0; i < cols / 4; ++i) {
+      corr_buf[i] = -128 * (xq_buf[4 * i] + xq_buf[4 * i + 1] + xq_buf[4 * i + 2] + xq_buf[4 * i + 3]);
+    }
     xq = xq_buf.data();
     xd = xd_buf.data();
+    xq8 = xq8_buf.data();
+    xcorr = corr_buf.data();
   }
   auto* const kernel = HWY_DYNAMIC_DISPATCH(MatvecRange);
   // The matrices' row blocks form one sequence, split contiguously over threads.
@@ -449,7 +526,7 @@ void matvec_multi(const Matrix* Ws, float* const* ys, int count, const float* x)
       const int64_t nb = (Ws[i].rows + kRowBlock - 1) / kRowBlock;
       const int64_t lo = std::max(b0, first), hi = std::min(b1, first + nb);
       if (lo < hi) {
-        kernel(Ws[i], x, xq, xd, ys[i], (lo - first) * kRowBlock, std::min(Ws[i].rows, (hi - first) * kRowBlock));
+        kernel(Ws[i], x, xq, xd, xq8, xcorr, ys[i], (lo - first) * kRowBlock, std::min(Ws[i].rows, (hi - first) * kRowBlock));
       }
       first += nb;
     }

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstring>
 #include <limits>
+#include <new>
 
 #include "kernels/error.h"
 #include "runtime/kv_encode.h"
@@ -64,8 +65,6 @@ KVCache::KVCache(const KVCacheConfig& config) : config_(config) {
   row_bytes_ = static_cast<int64_t>(dtype_row_bytes(config.type, static_cast<size_t>(config.head_dim)));
   head_bytes_ = row_bytes_ * config.capacity;
   seq_bytes_ = head_bytes_ * config.n_kv_heads;
-  lengths_.assign(static_cast<size_t>(config.n_seqs), 0);
-  stored_.assign(static_cast<size_t>(config.n_seqs * config.n_layers), 0);
 
   // Large caches: over-map by one huge page so the data can start on a 2 MiB
   // boundary, then return the unused head and tail. Small ones: page alignment.
@@ -94,6 +93,16 @@ KVCache::KVCache(const KVCacheConfig& config) : config_(config) {
   mapping_ = start;
   mapping_bytes_ = keep;
   data_ = start;
+  // The bookkeeping is allocated only once the cache itself exists: it is O(layers
+  // x sequences), which an absurd configuration could make large too.
+  try {
+    lengths_.assign(static_cast<size_t>(config.n_seqs), 0);
+    stored_.assign(static_cast<size_t>(config.n_seqs * config.n_layers), 0);
+  } catch (const std::bad_alloc&) {
+    munmap(mapping_, mapping_bytes_);
+    fail("KV cache: cannot allocate the length tables for ", config.n_seqs, " sequences x ",
+         config.n_layers, " layers");
+  }
 }
 
 KVCache::~KVCache() {

@@ -1,5 +1,6 @@
 #include "runtime/tokenizer.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <queue>
@@ -59,6 +60,13 @@ size_t utf8_char_length(const std::string& s, size_t i) {
   return n;
 }
 
+// True when every "▁" in the piece belongs to its leading run of "▁"s.
+bool space_only_leading(const std::string& p) {
+  size_t i = 0;
+  while (p.compare(i, 3, kSpaceMark) == 0) i += 3;
+  return p.find(kSpaceMark, i) == std::string::npos;
+}
+
 }  // namespace
 
 Tokenizer Tokenizer::from_pieces(std::vector<std::string> pieces, std::vector<float> scores,
@@ -93,6 +101,7 @@ void Tokenizer::build_index(const std::string& where) {
   index_.clear();
   index_.reserve(pieces_.size());
   decoded_.assign(pieces_.size(), std::string());
+  split_at_spaces_ = true;
   for (size_t i = 0; i < pieces_.size(); ++i) {
     const int32_t id = static_cast<int32_t>(i);
     const std::string& p = pieces_[i];
@@ -100,6 +109,7 @@ void Tokenizer::build_index(const std::string& where) {
       case kNormal:
       case kUserDefined:
         index_.emplace(p, id);  // the first of duplicate pieces wins, as in SentencePiece
+        if (!space_only_leading(p)) split_at_spaces_ = false;
         decoded_[i] = replace_all(p, kSpaceMark, " ");
         break;
       case kByte: {
@@ -251,69 +261,98 @@ Tokenizer Tokenizer::byte_level(int64_t vocab_size) {
   return from_pieces(std::move(pieces), std::move(scores), std::move(types), 1, 2, 0, "byte-level");
 }
 
+namespace {
+
+// Merge candidates: the merged piece's score, then leftmost first.
+struct MergeCandidate {
+  float score;
+  size_t start;
+  int64_t left, right;
+  size_t len;
+};
+struct MergeOrder {
+  bool operator()(const MergeCandidate& a, const MergeCandidate& b) const {
+    return a.score != b.score ? a.score < b.score : a.start > b.start;
+  }
+};
+// A doubly linked list over the text; a merged-away symbol has len 0.
+struct Symbol {
+  size_t start, len;
+  int64_t prev, next;
+};
+
+}  // namespace
+
+void Tokenizer::encode_segment(const std::string& norm, size_t begin, size_t end, std::vector<int32_t>* out) const {
+  std::vector<Symbol> sym;
+  for (size_t i = begin; i < end;) {
+    const size_t n = std::min(utf8_char_length(norm, i), end - i);
+    const int64_t k = static_cast<int64_t>(sym.size());
+    sym.push_back({i, n, k - 1, k + 1});
+    i += n;
+  }
+  if (sym.empty()) return;
+  sym.back().next = -1;
+
+  std::priority_queue<MergeCandidate, std::vector<MergeCandidate>, MergeOrder> heap;
+  std::string key;
+  auto consider = [&](int64_t l, int64_t r) {
+    if (l < 0 || r < 0) return;
+    const size_t len = sym[l].len + sym[r].len;
+    key.assign(norm, sym[l].start, len);
+    auto it = index_.find(key);
+    if (it != index_.end()) heap.push({scores_[it->second], sym[l].start, l, r, len});
+  };
+  for (size_t i = 0; i + 1 < sym.size(); ++i) consider(int64_t(i), int64_t(i + 1));
+
+  while (!heap.empty()) {
+    const MergeCandidate p = heap.top();
+    heap.pop();
+    Symbol& l = sym[p.left];
+    Symbol& r = sym[p.right];
+    // Stale if either side was merged since (lengths changed or r is gone).
+    if (l.len == 0 || r.len == 0 || l.next != p.right || l.len + r.len != p.len) continue;
+    l.len = p.len;
+    r.len = 0;
+    l.next = r.next;
+    if (r.next >= 0) sym[r.next].prev = p.left;
+    consider(l.prev, p.left);
+    consider(p.left, l.next);
+  }
+
+  for (int64_t i = 0; i >= 0; i = sym[i].next) {
+    key.assign(norm, sym[i].start, sym[i].len);
+    auto it = index_.find(key);
+    if (it != index_.end()) {
+      out->push_back(it->second);
+      continue;
+    }
+    for (unsigned char b : key) out->push_back(byte_ids_[b] >= 0 ? byte_ids_[b] : unk_id_);  // byte fallback
+  }
+}
+
 std::vector<int32_t> Tokenizer::encode(const std::string& text, bool bos, bool eos) const {
   QKV_CHECK(!pieces_.empty(), "encode: the tokenizer has no vocabulary");
   std::vector<int32_t> out;
   if (bos) out.push_back(bos_id_);
   if (!text.empty()) {
     const std::string norm = kSpaceMark + replace_all(text, " ", kSpaceMark);
-
-    // Symbols: a doubly linked list over the text; a merged-away symbol has len 0.
-    struct Symbol {
-      size_t start, len;
-      int64_t prev, next;
-    };
-    std::vector<Symbol> sym;
-    for (size_t i = 0; i < norm.size();) {
-      const size_t n = utf8_char_length(norm, i);
-      const int64_t k = static_cast<int64_t>(sym.size());
-      sym.push_back({i, n, k - 1, k + 1});
-      i += n;
-    }
-    sym.back().next = -1;
-
-    // Candidate merges ordered by the merged piece's score, then leftmost.
-    struct Pair {
-      float score;
-      size_t start;
-      int64_t left, right;
-      size_t len;
-    };
-    auto lower = [](const Pair& a, const Pair& b) {
-      return a.score != b.score ? a.score < b.score : a.start > b.start;
-    };
-    std::priority_queue<Pair, std::vector<Pair>, decltype(lower)> heap(lower);
-    auto consider = [&](int64_t l, int64_t r) {
-      if (l < 0 || r < 0) return;
-      const size_t len = sym[l].len + sym[r].len;
-      auto it = index_.find(norm.substr(sym[l].start, len));
-      if (it != index_.end()) heap.push({scores_[it->second], sym[l].start, l, r, len});
-    };
-    for (size_t i = 0; i + 1 < sym.size(); ++i) consider(int64_t(i), int64_t(i + 1));
-
-    while (!heap.empty()) {
-      const Pair p = heap.top();
-      heap.pop();
-      Symbol& l = sym[p.left];
-      Symbol& r = sym[p.right];
-      // Stale if either side was merged since (lengths changed or r is gone).
-      if (l.len == 0 || r.len == 0 || l.next != p.right || l.len + r.len != p.len) continue;
-      l.len = p.len;
-      r.len = 0;
-      l.next = r.next;
-      if (r.next >= 0) sym[r.next].prev = p.left;
-      consider(l.prev, p.left);
-      consider(p.left, l.next);
-    }
-
-    for (int64_t i = 0; i >= 0; i = sym[i].next) {
-      const std::string s = norm.substr(sym[i].start, sym[i].len);
-      auto it = index_.find(s);
-      if (it != index_.end()) {
-        out.push_back(it->second);
-        continue;
+    if (!split_at_spaces_) {
+      encode_segment(norm, 0, norm.size(), &out);
+    } else {
+      // No piece has "▁" after another character, so no merge crosses a "▁"
+      // that follows a non-"▁": encoding the words separately gives the same
+      // ids and keeps the merge queue small (linear time on long texts).
+      size_t seg = 0;
+      for (size_t i = 1; i < norm.size(); ++i) {
+        const bool space_here = norm.compare(i, 3, kSpaceMark) == 0;
+        const bool space_before = i >= 3 && norm.compare(i - 3, 3, kSpaceMark) == 0;
+        if (space_here && !space_before) {
+          encode_segment(norm, seg, i, &out);
+          seg = i;
+        }
       }
-      for (unsigned char b : s) out.push_back(byte_ids_[b] >= 0 ? byte_ids_[b] : unk_id_);  // byte fallback
+      encode_segment(norm, seg, norm.size(), &out);
     }
   }
   if (eos) out.push_back(eos_id_);

@@ -64,6 +64,8 @@ class Tokenizer {
  private:
   void build_index(const std::string& where);
   void check_id(int32_t id) const;
+  // BPE over norm[begin, end), appending ids.
+  void encode_segment(const std::string& norm, size_t begin, size_t end, std::vector<int32_t>* out) const;
 
   std::vector<std::string> pieces_;
   std::vector<float> scores_;
@@ -73,6 +75,9 @@ class Tokenizer {
   int32_t byte_ids_[256] = {};  // byte -> its <0xNN> token, -1 if absent
   int32_t bos_id_ = 1, eos_id_ = 2, unk_id_ = 0;
   bool add_bos_ = true;
+  // True when no mergeable piece has a "▁" after a non-"▁" character: then
+  // encode() may split the text before each word's leading "▁" run.
+  bool split_at_spaces_ = false;
 };
 
 }  // namespace qkv

@@ -318,6 +318,7 @@ TEST_CASE("qkv bench --synthetic tiny: JSON rows and statistics") {
   CHECK(doc.at("threads").as_number() == 2);
   CHECK(doc.at("reps").as_number() == 3);
   CHECK(doc.at("probe").is_null());
+  CHECK(doc.at("load_average").is_object());
   const Json& m = doc.at("model");
   CHECK(m.at("dim").as_number() == 64);
   CHECK(m.at("n_layers").as_number() == 2);

@@ -102,13 +102,16 @@ struct Editable {
   };
   std::vector<T> tensors;
 };
-void rewrite(const GGUFFile& src, const std::string& dst, const std::function<void(Editable&)>& edit) {
+void rewrite(const GGUFFile& src, const std::string& dst, const std::function<void(Editable&)>& edit,
+             uint64_t alignment = 32) {
   Editable e;
   e.kv = src.metadata();
   for (const GGUFTensorInfo& t : src.tensors()) e.tensors.push_back({t.name, t.type, t.ne, t.data, t.n_bytes});
   edit(e);
-  GGUFWriter w;
-  for (auto& kv : e.kv) w.set(kv.first, kv.second);
+  GGUFWriter w(3, alignment);
+  for (auto& kv : e.kv) {
+    if (kv.first != "general.alignment") w.set(kv.first, kv.second);
+  }
   for (auto& t : e.tensors) w.add_tensor(t.name, t.type, t.ne, t.data, t.n_bytes);
   w.write(dst);
 }
@@ -484,6 +487,25 @@ TEST_CASE("model-level GGUF errors: architecture, missing tensors, shapes, types
     t.n_bytes = q4.size();
   });
   CHECK(throws_with([&] { load_model(bad); }, "tensor 'blk.1.attn_v.weight' has type Q4_0"));
+
+  // With general.alignment 1 the tensors land at odd addresses: the loader
+  // copies those into aligned memory and the values are unchanged.
+  rewrite(src, bad, [](Editable&) {}, 1);
+  {
+    const GGUFFile g1 = GGUFFile::open(bad);
+    CHECK(g1.alignment() == 1);
+    bool any_odd = false;
+    for (const GGUFTensorInfo& t : g1.tensors()) any_odd |= reinterpret_cast<uintptr_t>(t.data) % 2 != 0;
+    CHECK(any_odd);
+    const Model m1 = load_model(bad);
+    const std::vector<std::pair<const Matrix*, const Matrix*>> pairs = {
+        {&m1.token_embd, &m.token_embd}, {&m1.layers[0].wq, &m.layers[0].wq},
+        {&m1.layers[1].ffn_down, &m.layers[1].ffn_down}, {&m1.layers[1].attn_norm, &m.layers[1].attn_norm}};
+    for (const auto& p : pairs) {
+      CHECK(reinterpret_cast<uintptr_t>(p.first->data) % (p.first->type == DType::F32 ? 4 : 2) == 0);
+      CHECK(std::memcmp(p.first->data, p.second->data, p.first->rows * dtype_row_bytes(p.first->type, p.first->cols)) == 0);
+    }
+  }
 
   // A vocabulary-only file is not a model.
   if (qkv::test::have_shared("models/llama-spm-vocab.gguf")) {

@@ -1,7 +1,9 @@
-// ctest-labels: asan
+// ctest-labels: asan kernels
 // The KV cache: slot semantics, every misuse error, the store path's conversions,
 // and decode attention over the cache against the fp64 reference.
 #include <doctest/doctest.h>
+
+#include <hwy/targets.h>
 
 #include <algorithm>
 #include <cmath>
@@ -475,6 +477,64 @@ TEST_CASE("store path matches the scalar encoders on random rows of every type")
         CHECK(std::memcmp(row_ptr(c, 0, 1, 1, h, p), want.data(), want.size()) == 0);
       }
   }
+}
+
+TEST_CASE("store path is bit-identical to encode_row on every compiled SIMD target") {
+  // Magnitudes across the whole f32 range (f16 overflow and subnormals, bf16
+  // subnormals), exact ties for both 16-bit types, infinities and NaN.
+  const int64_t d = 256;
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> mant(-2.0f, 2.0f);
+  std::uniform_int_distribution<int> expo(-150, 130);
+  std::vector<float> x(size_t(3 * d));
+  for (float& v : x) v = std::ldexp(mant(rng), expo(rng));
+  const float specials[] = {1.00390625f, 1.01171875f, 1.0f + 0x1p-11f, 1.0f + 3 * 0x1p-11f, 65520.0f,
+                            65519.0f, 0x1p-25f, 3 * 0x1p-25f, f32_from_bits(0x00018000u), -0.0f,
+                            std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(),
+                            std::numeric_limits<float>::quiet_NaN(), f32_from_bits(0xFFC12345u)};
+  std::copy(std::begin(specials), std::end(specials), x.begin() + 3);
+  // Q8_0 rows: the GGUF reference is defined only for finite values whose block
+  // maximum keeps 1/scale finite, so those rows get ordinary magnitudes.
+  std::vector<float> xq = random_values(size_t(3 * d), 6, -3.0f, 3.0f);
+  for (int i = 0; i < 32; ++i) xq[size_t(d + 64 + i)] = 0.5f + float(i % 3);  // ties at scale 1 need max 127
+  xq[size_t(d + 64)] = 127.0f;
+  for (int i = 0; i < 32; ++i) xq[size_t(2 * d + 32 + i)] = 1e-30f * float(i - 7);  // tiny but defined
+
+  const auto targets = hwy::SupportedAndGeneratedTargets();
+  REQUIRE(!targets.empty());
+  for (const int64_t target : targets) {
+    hwy::SetSupportedTargetsForTest(target);
+    const std::string target_name = hwy::TargetName(target);
+    CAPTURE(target_name);
+    for (DType t : kAllTypes) {
+      const std::string type_name = dtype_name(t);
+      CAPTURE(type_name);
+      const std::vector<float>& src = t == DType::Q8_0 ? xq : x;
+      KVCache c(make_config(t, 1, 1, d, 4, 1));
+      c.append(0, 3, src.data(), src.data());
+      std::vector<uint8_t> want(size_t(c.row_bytes()));
+      for (int64_t p = 0; p < 3; ++p) {
+        encode_row(t, &src[size_t(p * d)], size_t(d), want.data());
+        const uint8_t* got = row_ptr(c, 0, 0, 0, 0, p);
+        if (t == DType::F16 || t == DType::BF16) {
+          const auto* g16 = reinterpret_cast<const uint16_t*>(got);
+          const auto* w16 = reinterpret_cast<const uint16_t*>(want.data());
+          for (int64_t i = 0; i < d; ++i) {
+            const float gv = t == DType::F16 ? f16_to_f32(g16[i]) : bf16_to_f32(g16[i]);
+            if (std::isnan(src[size_t(p * d + i)])) {
+              CHECK(std::isnan(gv));  // NaN payloads may differ (F16C keeps them)
+            } else {
+              CAPTURE(src[size_t(p * d + i)]);
+              CHECK(g16[i] == w16[i]);
+            }
+          }
+        } else {
+          CHECK(std::memcmp(got, want.data(), want.size()) == 0);
+        }
+      }
+    }
+  }
+  hwy::SetSupportedTargetsForTest(0);
 }
 
 TEST_CASE("decode attention over the cache equals the fp64 reference, every type and GQA ratio") {

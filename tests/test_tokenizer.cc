@@ -259,6 +259,16 @@ TEST_CASE("merge order: highest score first, leftmost on ties, bytes as fallback
   CHECK(join(tok.encode("z", false, false)) == join({space, 3 + 'z'}));  // not a piece: its byte
   CHECK(join(tok.encode("\xC3\xA9", false, false)) == join({space, 3 + 0xC3, 3 + 0xA9}));
   CHECK(tok.decode(tok.encode("zab\xC3\xA9", true, false)) == "zab\xC3\xA9");
+
+  // A vocabulary with a piece that spans a word boundary ("a▁b"): encode must
+  // not split the text into words, or the merge across the space is missed.
+  const std::string path2 = temp_file("span.bin", small_tokenizer_bin({{" ", -5}, {"a", -2}, {"b", -2},
+                                                                       {"a ", -1}, {"a b", 0}}));
+  const Tokenizer span = Tokenizer::from_llama2c(path2, -1);
+  std::remove(path2.c_str());
+  CHECK(join(span.encode("a b", false, false)) == join({259, 263}));
+  CHECK(join(span.encode("b a b", false, false)) == join({259, 261, 259, 263}));
+  CHECK(span.decode(span.encode("b a b", true, false)) == "b a b");
   (void)sp;
 }
 

@@ -84,6 +84,10 @@ Json report_to_json(const BenchReport& r) {
   j.set("warmup", Json::number(r.warmup));
   j.set("decode_steps", Json::number(static_cast<double>(r.decode_steps)));
   j.set("batch_depth", Json::number(static_cast<double>(r.batch_depth)));
+  Json load = Json::object();
+  load.set("start", maybe(r.load_average_start));
+  load.set("end", maybe(r.load_average_end));
+  j.set("load_average", std::move(load));
   j.set("probe", r.has_probe ? probe_to_json(r.probe) : Json::null());
   Json rows = Json::array();
   for (const BenchRow& row : r.rows) {
@@ -124,6 +128,12 @@ void print_report_table(FILE* out, const BenchReport& r) {
                static_cast<double>(m.parameters) * 1e-6, static_cast<double>(m.weight_bytes_read_per_token) * 1e-6,
                static_cast<double>(m.kv_bytes_per_token) * 1e-3);
   if (r.has_probe) print_probe(out, r.probe);
+  if (r.load_average_start >= 0 && r.load_average_end >= 0) {
+    std::fprintf(out, "  load average (1 min) %.2f before, %.2f after%s\n", r.load_average_start, r.load_average_end,
+                 std::max(r.load_average_start, r.load_average_end) > 1.2 * r.threads
+                     ? ": other work shared the cores, figures are low and noisy"
+                     : "");
+  }
   std::fprintf(out,
                "  %d timed reps after %d warm-up; median [min..max]; decode/batch rows time %lld steps; batch rows "
                "start at depth %lld\n\n",

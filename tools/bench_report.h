@@ -8,6 +8,9 @@
 //                "hidden_dim", "vocab_size", "parameters", "weight_bytes",
 //                "weight_bytes_read_per_token", "kv_bytes_per_token" },
 //     "threads", "reps", "warmup", "decode_steps", "batch_depth",
+//     "load_average": { "start", "end" } (1-minute load before and after: on a
+//                     shared machine, a load above the core count means the
+//                     figures were measured while others ran),
 //     "probe": null | { "threads", "buffer_bytes", "read_streams_per_thread",
 //                       "dram_read_gbs_1t", "dram_read_gbs",
 //                       "fma_gflops_1t", "fma_gflops", "simd_target" },
@@ -60,6 +63,7 @@ struct BenchReport {
   BenchModelInfo model;
   int threads = 0, reps = 0, warmup = 0;
   int64_t decode_steps = 0, batch_depth = 0;
+  double load_average_start = -1, load_average_end = -1;  // 1-minute; -1: unknown
   bool has_probe = false;
   ProbeResult probe;
   std::vector<BenchRow> rows;

@@ -10,6 +10,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstdlib>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -53,13 +55,14 @@ const char* kBenchUsage =
     "  --reps N                timed repetitions (default 5)   --warmup N (default 1)\n"
     "  -b, --batch-size N      prompt tokens per prefill batch (default 256)\n"
     "  --json                  print JSON instead of the table\n"
+    "  --json-out PATH         also write the JSON to PATH (the table still goes to stdout)\n"
     "  -q, --quiet             no progress on stderr (it is off anyway when stderr is not a terminal)\n"
     "  --probe                 only probe the machine (DRAM read bandwidth, FMA peak) and print that\n"
     "  --no-probe              skip the probe (no % of bandwidth or peak)\n"
     "  --probe-mib N           probe read buffer in MiB (default 1024)\n";
 
 struct BenchOptions {
-  std::string model_path, tokenizer_path, synthetic = "143M";
+  std::string model_path, tokenizer_path, synthetic = "143M", json_out;
   DType weight_type = DType::F16;
   bool type_given = false, untied = false;
   DType kv_type = DType::F16;
@@ -96,6 +99,11 @@ DType parse_type_flag(const char* flag, const char* v) {
 using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
+double load_average() {
+  double l[1];
+  return getloadavg(l, 1) == 1 ? l[0] : -1;
+}
+
 double peak_rss_mib() {
   rusage u{};
   getrusage(RUSAGE_SELF, &u);
@@ -127,11 +135,11 @@ class Progress {
 uint64_t matrix_bytes(const Matrix& m) { return uint64_t(m.rows) * dtype_row_bytes(m.type, size_t(m.cols)); }
 
 // Weight bytes one decode step reads: every layer matrix and norm, the final
-// norm, the output matrix, and one embedding row (the embedding itself is not
-// streamed unless it is the tied output).
+// norm, the output matrix, and one embedding row (already among those bytes
+// when the embedding is the tied output; otherwise the embedding is not streamed).
 uint64_t weight_bytes_read_per_token(const Model& m) {
-  uint64_t b = matrix_bytes(m.output_norm) + matrix_bytes(m.output) +
-               dtype_row_bytes(m.token_embd.type, size_t(m.token_embd.cols));
+  uint64_t b = matrix_bytes(m.output_norm) + matrix_bytes(m.output);
+  if (m.output.data != m.token_embd.data) b += dtype_row_bytes(m.token_embd.type, size_t(m.token_embd.cols));
   for (const LayerWeights& l : m.layers) {
     for (const Matrix* w : {&l.attn_norm, &l.wq, &l.wk, &l.wv, &l.wo, &l.ffn_norm, &l.ffn_gate, &l.ffn_up,
                             &l.ffn_down}) {
@@ -282,9 +290,9 @@ class Bench {
     }
     double batch1_tps = -1;
     for (const int64_t B : o_.batches) {
-      std::vector<int64_t> seqs(size_t(B));
+      std::vector<int64_t> seqs(static_cast<size_t>(B));
       for (int64_t s = 0; s < B; ++s) seqs[size_t(s)] = s;
-      std::vector<int32_t> step_tokens(size_t(B));
+      std::vector<int32_t> step_tokens(static_cast<size_t>(B));
       const std::vector<double> seconds = repeat("batch of " + std::to_string(B), [&] {
         const auto t0 = Clock::now();
         for (int64_t i = 0; i < o_.steps; ++i) {
@@ -330,7 +338,9 @@ int cmd_bench(int argc, char** argv) {
   BenchOptions o;
   bool synthetic_given = false;
   for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
+    // The flag's name, kept before flag_value() advances i to its value.
+    const char* flag = argv[i];
+    const std::string a = flag;
     if (a == "-h" || a == "--help") {
       std::fputs(kBenchUsage, stdout);
       return 0;
@@ -342,32 +352,34 @@ int cmd_bench(int argc, char** argv) {
       o.synthetic = flag_value(argc, argv, i);
       synthetic_given = true;
     } else if (a == "--type") {
-      o.weight_type = parse_type_flag(argv[i], flag_value(argc, argv, i));
+      o.weight_type = parse_type_flag(flag, flag_value(argc, argv, i));
       o.type_given = true;
     } else if (a == "--untied") {
       o.untied = true;
     } else if (a == "--kv-type") {
-      o.kv_type = parse_type_flag(argv[i], flag_value(argc, argv, i));
+      o.kv_type = parse_type_flag(flag, flag_value(argc, argv, i));
     } else if (a == "-t" || a == "--threads") {
-      o.threads = static_cast<int>(parse_int(argv[i], flag_value(argc, argv, i), 1, 1024));
+      o.threads = static_cast<int>(parse_int(flag, flag_value(argc, argv, i), 1, 1024));
     } else if (a == "--prompt-lengths") {
-      o.prompt_lengths = parse_list(argv[i], flag_value(argc, argv, i), 1, 1 << 20);
+      o.prompt_lengths = parse_list(flag, flag_value(argc, argv, i), 1, 1 << 20);
     } else if (a == "--depths") {
-      o.depths = parse_list(argv[i], flag_value(argc, argv, i), 0, 1 << 20);
+      o.depths = parse_list(flag, flag_value(argc, argv, i), 0, 1 << 20);
     } else if (a == "--batches") {
-      o.batches = parse_list(argv[i], flag_value(argc, argv, i), 1, 1024);
+      o.batches = parse_list(flag, flag_value(argc, argv, i), 1, 1024);
     } else if (a == "--steps") {
-      o.steps = parse_int(argv[i], flag_value(argc, argv, i), 1, 1 << 16);
+      o.steps = parse_int(flag, flag_value(argc, argv, i), 1, 1 << 16);
     } else if (a == "--batch-depth") {
-      o.batch_depth = parse_int(argv[i], flag_value(argc, argv, i), 0, 1 << 20);
+      o.batch_depth = parse_int(flag, flag_value(argc, argv, i), 0, 1 << 20);
     } else if (a == "--reps") {
-      o.reps = static_cast<int>(parse_int(argv[i], flag_value(argc, argv, i), 1, 1000));
+      o.reps = static_cast<int>(parse_int(flag, flag_value(argc, argv, i), 1, 1000));
     } else if (a == "--warmup") {
-      o.warmup = static_cast<int>(parse_int(argv[i], flag_value(argc, argv, i), 0, 100));
+      o.warmup = static_cast<int>(parse_int(flag, flag_value(argc, argv, i), 0, 100));
     } else if (a == "-b" || a == "--batch-size") {
-      o.prefill_batch = parse_int(argv[i], flag_value(argc, argv, i), 1, 1 << 16);
+      o.prefill_batch = parse_int(flag, flag_value(argc, argv, i), 1, 1 << 16);
     } else if (a == "--json") {
       o.json = true;
+    } else if (a == "--json-out") {
+      o.json_out = flag_value(argc, argv, i);
     } else if (a == "-q" || a == "--quiet") {
       o.quiet = true;
     } else if (a == "--probe") {
@@ -375,7 +387,7 @@ int cmd_bench(int argc, char** argv) {
     } else if (a == "--no-probe") {
       o.probe = false;
     } else if (a == "--probe-mib") {
-      o.probe_mib = parse_int(argv[i], flag_value(argc, argv, i), 1, 1 << 20);
+      o.probe_mib = parse_int(flag, flag_value(argc, argv, i), 1, 1 << 20);
     } else {
       std::fprintf(stderr, "qkv bench: unknown flag '%s'\n\n%s", argv[i], kBenchUsage);
       return 2;
@@ -403,6 +415,7 @@ int cmd_bench(int argc, char** argv) {
   report.warmup = o.warmup;
   report.decode_steps = o.steps;
   report.batch_depth = o.batch_depth;
+  report.load_average_start = load_average();
 
   if (o.probe) {
     if (!o.quiet && isatty(STDERR_FILENO)) std::fprintf(stderr, "qkv bench: probing the machine...\r");
@@ -461,9 +474,17 @@ int cmd_bench(int argc, char** argv) {
                                     dtype_row_bytes(o.kv_type, size_t(c.head_dim));
 
   Bench(o, model, first_token, report).run();
+  report.load_average_end = load_average();
 
+  const std::string json = report_to_json(report).dump();
+  if (!o.json_out.empty()) {
+    FILE* f = std::fopen(o.json_out.c_str(), "wb");
+    if (!f) fail("cannot create '", o.json_out, "': ", std::strerror(errno));
+    const bool ok = std::fprintf(f, "%s\n", json.c_str()) >= 0;
+    if (std::fclose(f) != 0 || !ok) fail("cannot write '", o.json_out, "'");
+  }
   if (o.json) {
-    std::printf("%s\n", report_to_json(report).dump().c_str());
+    std::printf("%s\n", json.c_str());
   } else {
     print_report_table(stdout, report);
   }

@@ -1,23 +1,130 @@
+// qkv info MODEL: what a model file holds (format, shape, tensor types,
+// parameters, KV-cache cost per token); qkv info --cpu: this machine's SIMD targets.
 #include <cstdio>
 #include <cstring>
+#include <map>
 #include <string>
+#include <sys/stat.h>
 
+#include "kernels/dtype.h"
 #include "kernels/error.h"
 #include "kernels/simd_target.h"
+#include "runtime/gguf.h"
+#include "runtime/model_loader.h"
 #include "tools/commands.h"
 
 namespace qkv::tools {
 
 namespace {
+
 int print_cpu() {
   std::printf("simd target: %s\ncompiled targets (supported here): %s\n", simd_target_name(),
               simd_compiled_targets().c_str());
   return 0;
 }
+
+std::string human_bytes(double b) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int u = 0;
+  while (b >= 1024 && u < 4) {
+    b /= 1024;
+    ++u;
+  }
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), u == 0 ? "%.0f %s" : "%.2f %s", b, units[u]);
+  return buf;
+}
+
+int print_model(const std::string& path) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) fail("cannot open '", path, "'");
+  const ModelFormat format = detect_model_format(path);
+  std::string format_desc = "llama2.c checkpoint (legacy version 0)";
+  std::string tokenizer_desc = "none (llama2.c checkpoints need a tokenizer.bin, -z)";
+  Model m;
+  if (format == ModelFormat::GGUF) {
+    const GGUFFile g = GGUFFile::open(path);
+    format_desc = "GGUF v" + std::to_string(g.version()) + " (" + std::to_string(g.tensors().size()) +
+                  " tensors, " + std::to_string(g.metadata().size()) + " metadata keys, alignment " +
+                  std::to_string(g.alignment()) + ")";
+    if (const GGUFValue* name = g.find("general.name"); name && name->type == GGUFType::STRING) {
+      format_desc += ", name \"" + name->str + "\"";
+    }
+    if (const GGUFValue* tm = g.find("tokenizer.ggml.model"); tm && tm->type == GGUFType::STRING) {
+      const GGUFValue* toks = g.find("tokenizer.ggml.tokens");
+      tokenizer_desc = "'" + tm->str + "', " + std::to_string(toks ? toks->count : 0) + " tokens";
+    } else {
+      tokenizer_desc = "none in the file";
+    }
+    m = load_gguf_model(g);
+  } else {
+    m = load_llama2c_model(path);
+  }
+  const ModelConfig& c = m.config;
+  const bool tied = m.output.data == m.token_embd.data;
+
+  std::map<std::string, int> type_counts;
+  auto count = [&](const Matrix& w) { ++type_counts[dtype_name(w.type)]; };
+  count(m.token_embd);
+  count(m.output_norm);
+  if (!tied) count(m.output);
+  for (const LayerWeights& l : m.layers) {
+    for (const Matrix* w : {&l.attn_norm, &l.wq, &l.wk, &l.wv, &l.wo, &l.ffn_norm, &l.ffn_gate, &l.ffn_up,
+                            &l.ffn_down}) {
+      count(*w);
+    }
+  }
+  std::string types;
+  for (const auto& tc : type_counts) types += (types.empty() ? "" : ", ") + tc.first + " x" + std::to_string(tc.second);
+
+  std::printf("file:            %s\n", path.c_str());
+  std::printf("format:          %s\n", format_desc.c_str());
+  std::printf("file size:       %lld bytes (%s)\n", static_cast<long long>(st.st_size),
+              human_bytes(double(st.st_size)).c_str());
+  std::printf("architecture:    %s\n", c.architecture.c_str());
+  std::printf("dim:             %lld\n", static_cast<long long>(c.dim));
+  std::printf("ffn dim:         %lld\n", static_cast<long long>(c.hidden_dim));
+  std::printf("layers:          %lld\n", static_cast<long long>(c.n_layers));
+  std::printf("heads:           %lld query, %lld key/value (group %lld)\n", static_cast<long long>(c.n_heads),
+              static_cast<long long>(c.n_kv_heads), static_cast<long long>(c.n_heads / c.n_kv_heads));
+  std::printf("head dim:        %lld (rope on %lld, base %g)\n", static_cast<long long>(c.head_dim),
+              static_cast<long long>(c.rope_dim), double(c.rope_theta));
+  std::printf("norm epsilon:    %g\n", double(c.norm_eps));
+  std::printf("context length:  %lld\n", static_cast<long long>(c.context_length));
+  std::printf("vocabulary:      %lld\n", static_cast<long long>(c.vocab_size));
+  std::printf("tokenizer:       %s\n", tokenizer_desc.c_str());
+  std::printf("output:          %s\n", tied ? "tied to the token embedding" : "separate matrix");
+  std::printf("tensor types:    %s\n", types.c_str());
+  std::printf("parameters:      %llu (%.1fM)\n", static_cast<unsigned long long>(m.parameter_count()),
+              double(m.parameter_count()) * 1e-6);
+  std::printf("weight bytes:    %llu (%s)\n", static_cast<unsigned long long>(m.weight_bytes()),
+              human_bytes(double(m.weight_bytes())).c_str());
+  // Per token: K and V, every layer, n_kv_heads rows of head_dim values.
+  std::printf("KV cache per token (K+V, all layers):\n");
+  for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q8_0}) {
+    if (!dtype_row_ok(t, size_t(c.head_dim))) {
+      std::printf("  %-5s n/a (head dim %lld is not a multiple of %zu)\n", dtype_name(t),
+                  static_cast<long long>(c.head_dim), dtype_block_values(t));
+      continue;
+    }
+    const uint64_t per_token = 2 * uint64_t(c.n_layers) * uint64_t(c.n_kv_heads) * dtype_row_bytes(t, size_t(c.head_dim));
+    std::printf("  %-5s %llu bytes (%s for the full %lld-token context)\n", dtype_name(t),
+                static_cast<unsigned long long>(per_token),
+                human_bytes(double(per_token) * double(c.context_length)).c_str(),
+                static_cast<long long>(c.context_length));
+  }
+  return 0;
+}
+
 }  // namespace
 
 int cmd_info(int argc, char** argv) {
   if (argc == 2 && std::strcmp(argv[1], "--cpu") == 0) return print_cpu();
+  if (argc == 2 && (std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "-h") == 0)) {
+    std::printf("usage: qkv info --cpu | qkv info MODEL\n");
+    return 0;
+  }
+  if (argc == 2 && argv[1][0] != '-') return print_model(argv[1]);
   std::fprintf(stderr, "usage: qkv info --cpu | qkv info MODEL\n");
   return 2;
 }

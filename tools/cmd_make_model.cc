@@ -31,7 +31,8 @@ int cmd_make_model(int argc, char** argv) {
   uint64_t seed = 1234;
   bool untied = false, quiet = false;
   for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
+    const char* flag = argv[i];  // kept before flag_value() advances i
+    const std::string a = flag;
     if (a == "-h" || a == "--help") {
       std::fputs(kMakeModelUsage, stdout);
       return 0;
@@ -41,7 +42,7 @@ int cmd_make_model(int argc, char** argv) {
     } else if (a == "-o" || a == "--output") {
       output = flag_value(argc, argv, i);
     } else if (a == "--seed") {
-      seed = static_cast<uint64_t>(parse_int(argv[i], flag_value(argc, argv, i), 0, INT64_MAX));
+      seed = static_cast<uint64_t>(parse_int(flag, flag_value(argc, argv, i), 0, INT64_MAX));
     } else if (a == "--untied") {
       untied = true;
     } else if (a == "-q" || a == "--quiet") {

@@ -7,6 +7,8 @@ namespace qkv::tools {
 
 int cmd_version(int argc, char** argv);
 int cmd_info(int argc, char** argv);
+int cmd_tokenize(int argc, char** argv);
+int cmd_detokenize(int argc, char** argv);
 int cmd_run(int argc, char** argv);
 int cmd_bench(int argc, char** argv);
 int cmd_make_model(int argc, char** argv);

@@ -19,6 +19,8 @@ const Command kCommands[] = {
     {"version", qkv::tools::cmd_version, "print the version and the SIMD target"},
     {"run", qkv::tools::cmd_run, "generate text from a prompt"},
     {"info", qkv::tools::cmd_info, "describe a model file (or --cpu: this machine's SIMD targets)"},
+    {"tokenize", qkv::tools::cmd_tokenize, "print the token ids of a text"},
+    {"detokenize", qkv::tools::cmd_detokenize, "print the text of token ids"},
     {"bench", qkv::tools::cmd_bench, "measure prefill, decode and batched decode throughput"},
     {"make-model", qkv::tools::cmd_make_model, "write a synthetic random-weight model as GGUF"},
     {"plot", qkv::tools::cmd_plot, "draw qkv bench --json results as SVG"},
