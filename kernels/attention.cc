@@ -365,7 +365,7 @@ HWY_INLINE VF SoftmaxStep(DF df, VF mx_block, float* m, float* l, float* s, int6
 // head dims (a remainder falls back to 4, then 1: narrow blocks are latency-bound).
 template <int NRV>
 constexpr int TileMJ() {
-  return (kVecRegs - NRV - 2) / NRV >= 8 ? 8 : (kVecRegs - NRV - 2) / NRV >= 4 ? 4 : 2;
+  return (kVecRegs - NRV - 2) / NRV >= 8 ? 8 : (kVecRegs - NRV - 2) / NRV >= 6 ? 6 : (kVecRegs - NRV - 2) / NRV >= 4 ? 4 : 2;
 }
 
 // st[jj*R + lanes] = Σ_c kb[jj*ldk + c] * qt[c*R + lanes] for MJ keys.

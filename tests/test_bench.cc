@@ -307,11 +307,14 @@ TEST_CASE("qkv make-model: the GGUF loads back as the same model") {
 }
 
 TEST_CASE("qkv bench --synthetic tiny: JSON rows and statistics") {
+  const std::string json_copy = scratch_dir() + "/bench-copy.json";
+  std::remove(json_copy.c_str());
   const RunResult r = run_qkv(
       "bench --synthetic tiny --type f32 --json -q --no-probe -t 2 --reps 3 --steps 4 --prompt-lengths 16,32 "
-      "--depths 0,64 --batches 1,3 --batch-depth 8");
+      "--depths 0,64 --batches 1,3 --batch-depth 8 --json-out " + json_copy);
   INFO(r.err);
   REQUIRE(r.exit_code == 0);
+  CHECK(read_text(json_copy) == r.out);  // --json-out writes what --json prints
   const Json doc = Json::parse(r.out, "qkv bench output");
   CHECK(doc.at("tool").as_string() == "qkv bench");
   CHECK(doc.at("label").as_string() == "tiny f32 kv=f16 t=2");

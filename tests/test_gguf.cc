@@ -490,7 +490,8 @@ TEST_CASE("model-level GGUF errors: architecture, missing tensors, shapes, types
 
   // With general.alignment 1 the tensors land at odd addresses: the loader
   // copies those into aligned memory and the values are unchanged.
-  rewrite(src, bad, [](Editable&) {}, 1);
+  // (the 15-byte key "pp" = u8 flips the parity of the data start).
+  rewrite(src, bad, [](Editable& e) { e.kv.emplace_back("pp", GGUFValue::u8(0)); }, 1);
   {
     const GGUFFile g1 = GGUFFile::open(bad);
     CHECK(g1.alignment() == 1);
