@@ -32,7 +32,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <vector>
@@ -203,7 +202,8 @@ Plan MakePlan(const AttentionShape& s, int threads) {
   }
 #endif
   if (!p.row_kernel) {
-    const int64_t target = (getenv("QKV_ATTN_NRV") ? atoi(getenv("QKV_ATTN_NRV")) : 2) * N;  // rows per item
+    // Rows per item: 4 vectors of rows with 32 registers (24 accumulators), 2 with 16.
+    const int64_t target = (kVecRegs >= 32 ? 4 : 2) * N;
     p.gh = std::min(p.g, target);
     p.qr = std::max<int64_t>(1, std::min(lq, target / p.gh));
     p.rows = p.gh * p.qr;

@@ -44,6 +44,14 @@ std::string cell(double v, const char* fmt) {
 
 }  // namespace
 
+void apply_probe(BenchReport& r) {
+  if (!r.has_probe) return;
+  for (BenchRow& row : r.rows) {
+    if (row.gflops >= 0 && r.probe.fma_gflops > 0) row.fma_peak_pct = 100.0 * row.gflops / r.probe.fma_gflops;
+    if (row.gbs >= 0 && r.probe.dram_read_gbs > 0) row.dram_bw_pct = 100.0 * row.gbs / r.probe.dram_read_gbs;
+  }
+}
+
 Json probe_to_json(const ProbeResult& p) {
   Json j = Json::object();
   j.set("threads", Json::number(p.threads));

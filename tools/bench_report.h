@@ -72,6 +72,9 @@ struct BenchReport {
   std::string label() const;
 };
 
+// Fills every row's fma_peak_pct and dram_bw_pct from report.probe (N-thread figures).
+void apply_probe(BenchReport& report);
+
 Json probe_to_json(const ProbeResult& probe);
 Json report_to_json(const BenchReport& report);
 void print_probe(FILE* out, const ProbeResult& probe);

@@ -209,9 +209,6 @@ class Bench {
     return seconds;
   }
 
-  double fma_peak() const { return report_.has_probe ? report_.probe.fma_gflops : -1; }
-  double dram_bw() const { return report_.has_probe ? report_.probe.dram_read_gbs : -1; }
-
   // Fills rows' tokens/s and ms/token from per-repetition seconds for
   // `tokens_per_rep` tokens in `steps_per_rep` sequential steps.
   static void set_rates(BenchRow& row, const std::vector<double>& seconds, double tokens_per_rep,
@@ -239,7 +236,6 @@ class Bench {
     set_rates(row, seconds, double(L), double(L));
     const double flops = prefill_flops(model_.config, L);
     row.gflops = flops * 1e-9 / (row.ms_per_token.median * double(L) * 1e-3);
-    if (fma_peak() > 0) row.fma_peak_pct = 100.0 * row.gflops / fma_peak();
     finish(row);
   }
 
@@ -269,7 +265,6 @@ class Bench {
     const double bytes = double(report_.model.weight_bytes_read_per_token) +
                          mean_attended(D) * double(report_.model.kv_bytes_per_token);
     row.gbs = bytes * row.tokens_per_s.median * 1e-9;
-    if (dram_bw() > 0) row.dram_bw_pct = 100.0 * row.gbs / dram_bw();
     finish(row);
   }
 
@@ -313,8 +308,7 @@ class Bench {
       const double bytes_per_step = double(report_.model.weight_bytes_read_per_token) +
                                     double(B) * mean_attended(o_.batch_depth) * double(report_.model.kv_bytes_per_token);
       row.gbs = bytes_per_step * (row.tokens_per_s.median / double(B)) * 1e-9;
-      if (dram_bw() > 0) row.dram_bw_pct = 100.0 * row.gbs / dram_bw();
-      if (B == 1) batch1_tps = row.tokens_per_s.median;
+        if (B == 1) batch1_tps = row.tokens_per_s.median;
       if (batch1_tps > 0) row.speedup_vs_batch1 = row.tokens_per_s.median / batch1_tps;
       finish(row);
     }
@@ -417,16 +411,20 @@ int cmd_bench(int argc, char** argv) {
   report.batch_depth = o.batch_depth;
   report.load_average_start = load_average();
 
-  if (o.probe) {
-    if (!o.quiet && isatty(STDERR_FILENO)) std::fprintf(stderr, "qkv bench: probing the machine...\r");
+  // The probe runs after the rows (or alone with --probe) so that its read
+  // buffer does not count in the rows' peak RSS.
+  auto run_probe = [&] {
+    const bool show = !o.quiet && isatty(STDERR_FILENO);
+    if (show) std::fprintf(stderr, "\r\033[Kqkv bench: probing the machine...");
     ProbeOptions p;
     p.threads = report.threads;
     p.buffer_bytes = uint64_t(o.probe_mib) << 20;
     report.probe = probe_machine(p);
     report.has_probe = true;
-    if (!o.quiet && isatty(STDERR_FILENO)) std::fprintf(stderr, "\r\033[K");
-  }
+    if (show) std::fprintf(stderr, "\r\033[K");
+  };
   if (o.probe_only) {
+    run_probe();
     if (o.json) {
       std::printf("%s\n", probe_to_json(report.probe).dump().c_str());
     } else {
@@ -475,6 +473,10 @@ int cmd_bench(int argc, char** argv) {
 
   Bench(o, model, first_token, report).run();
   report.load_average_end = load_average();
+  if (o.probe) {
+    run_probe();
+    apply_probe(report);
+  }
 
   const std::string json = report_to_json(report).dump();
   if (!o.json_out.empty()) {

@@ -35,6 +35,40 @@ std::string human_bytes(double b) {
   return buf;
 }
 
+// A GGUF that qkv cannot run (another architecture, an unsupported tensor
+// type, a vocabulary-only file): what the file itself says, then why.
+int print_unloadable_gguf(const GGUFFile& g, const std::string& format_desc, const std::string& tokenizer_desc,
+                          const char* why) {
+  std::printf("file:            %s
+", g.path().c_str());
+  std::printf("format:          %s
+", format_desc.c_str());
+  std::printf("file size:       %llu bytes (%s)
+", static_cast<unsigned long long>(g.file_size()),
+              human_bytes(double(g.file_size())).c_str());
+  if (const GGUFValue* a = g.find("general.architecture"); a && a->type == GGUFType::STRING) {
+    std::printf("architecture:    %s
+", a->str.c_str());
+  }
+  std::printf("tokenizer:       %s
+", tokenizer_desc.c_str());
+  std::map<std::string, int> types;
+  uint64_t elements = 0;
+  for (const GGUFTensorInfo& t : g.tensors()) {
+    ++types[ggml_type_name(t.type)];
+    elements += t.n_elements;
+  }
+  std::string list;
+  for (const auto& tc : types) list += (list.empty() ? "" : ", ") + tc.first + " x" + std::to_string(tc.second);
+  std::printf("tensor types:    %s
+", list.empty() ? "(no tensors)" : list.c_str());
+  std::printf("parameters:      %llu (all tensors)
+", static_cast<unsigned long long>(elements));
+  std::fprintf(stderr, "qkv info: this file cannot be run by qkv: %s
+", why);
+  return 1;
+}
+
 int print_model(const std::string& path) {
   struct stat st;
   if (::stat(path.c_str(), &st) != 0) fail("cannot open '", path, "'");
@@ -56,7 +90,11 @@ int print_model(const std::string& path) {
     } else {
       tokenizer_desc = "none in the file";
     }
-    m = load_gguf_model(g);
+    try {
+      m = load_gguf_model(g);
+    } catch (const Error& e) {
+      return print_unloadable_gguf(g, format_desc, tokenizer_desc, e.what());
+    }
   } else {
     m = load_llama2c_model(path);
   }
