@@ -194,13 +194,13 @@ int register_all() {
                                              BM_matmul, t, s.rows, s.cols, 0);
       for (int64_t M : {1, 4, 16, 64, 256, 512}) b->Args({M, 2});
       b->UseRealTime();
-      if (t != DType::F32) {
-        // The two oneDNN precisions for decoded weights, side by side.
-        for (int mode : {1, 2}) {
+      {
+        // The two oneDNN precisions side by side (F32 weights always run in f32).
+        for (int mode : t == DType::F32 ? std::vector<int>{1} : std::vector<int>{1, 2}) {
           auto* o = benchmark::RegisterBenchmark(
               ("onednn_" + std::string(mode == 1 ? "f32" : "bf16") + "/" + dtype_name(t) + "/" + shape).c_str(),
               BM_matmul, t, s.rows, s.cols, mode);
-          for (int64_t M : {64, 512}) o->Args({M, 2});
+          for (int64_t M : {8, 16, 64, 512}) o->Args({M, 2});
           o->UseRealTime();
         }
       }

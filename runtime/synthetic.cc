@@ -134,25 +134,38 @@ Model make_synthetic_model(const ModelConfig& config, DType weight_type, uint64_
   uint8_t* base = nullptr;
   m.storage = allocate_weights(std::max<uint64_t>(total, 64), &base);
 
+  // Work items of up to 64 rows over every tensor, handed out dynamically in
+  // one parallel region: one barrier in all, and a thread the OS preempts
+  // does not hold up the others.
+  struct Chunk {
+    size_t tensor;
+    int64_t row_begin, row_end;
+  };
+  std::vector<Chunk> chunks;
   for (size_t ti = 0; ti < plan.size(); ++ti) {
     Matrix& mat = *plan[ti].m;
-    uint8_t* dst = base + plan[ti].offset;
-    mat.data = dst;
-    const bool is_norm = plan[ti].is_norm;
-    const float a = is_norm ? 0.0f : std::sqrt(3.0f / static_cast<float>(mat.cols));  // variance 1/cols
-    const size_t row_bytes = dtype_row_bytes(mat.type, size_t(mat.cols));
+    mat.data = base + plan[ti].offset;
+    for (int64_t r = 0; r < mat.rows; r += 64) chunks.push_back({ti, r, std::min<int64_t>(mat.rows, r + 64)});
+  }
 #pragma omp parallel
-    {
-      std::vector<float> row(size_t(mat.cols));
-#pragma omp for schedule(static)
-      for (int64_t r = 0; r < mat.rows; ++r) {
-        uint8_t* out = dst + uint64_t(r) * row_bytes;
+  {
+    std::vector<float> row;
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t ci = 0; ci < int64_t(chunks.size()); ++ci) {
+      const Chunk& ch = chunks[size_t(ci)];
+      const Matrix& mat = *plan[ch.tensor].m;
+      const bool is_norm = plan[ch.tensor].is_norm;
+      const float a = is_norm ? 0.0f : std::sqrt(3.0f / static_cast<float>(mat.cols));  // variance 1/cols
+      const size_t row_bytes = dtype_row_bytes(mat.type, size_t(mat.cols));
+      row.resize(size_t(mat.cols));
+      for (int64_t r = ch.row_begin; r < ch.row_end; ++r) {
+        uint8_t* out = base + plan[ch.tensor].offset + uint64_t(r) * row_bytes;
         // f32 rows are generated in place; other types through encode_row.
         float* values = mat.type == DType::F32 ? reinterpret_cast<float*>(out) : row.data();
         if (is_norm) {
-          fill_row(seed, ti, uint64_t(r), 0.9f, 1.1f, values, mat.cols);
+          fill_row(seed, ch.tensor, uint64_t(r), 0.9f, 1.1f, values, mat.cols);
         } else {
-          fill_row(seed, ti, uint64_t(r), -a, a, values, mat.cols);
+          fill_row(seed, ch.tensor, uint64_t(r), -a, a, values, mat.cols);
         }
         if (mat.type != DType::F32) encode_row(mat.type, values, size_t(mat.cols), out);
       }

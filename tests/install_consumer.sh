@@ -25,7 +25,7 @@ trap 'rm -rf "$tmp"' EXIT
 prefix=$tmp/prefix
 fails=0
 fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
-ok() { echo "ok: $*"; }
+ok() { echo "ok [${SECONDS}s]: $*"; }
 
 # ---- 1. install ----
 if ! "$cmake" --install "$build" --prefix "$prefix" >"$tmp/install.log" 2>&1; then

@@ -19,6 +19,7 @@
 #include "kernels/dtype.h"
 #include "kernels/error.h"
 #include "kernels/linear.h"
+#include "kernels/probe.h"
 #include "runtime/model.h"
 #include "runtime/model_loader.h"
 #include "runtime/synthetic.h"
@@ -301,6 +302,16 @@ TEST_CASE("qkv make-model: the GGUF loads back as the same model") {
   CHECK(same(loaded.layers[0].attn_norm, mem.layers[0].attn_norm));
   CHECK(loaded.parameter_count() == mem.parameter_count());
 
+  // qkv bench measures the file too (-z: the GGUF's own vocabulary).
+  const RunResult b = run_qkv("bench -m " + path + " -z " + path +
+                              " --json -q --no-probe -t 1 --reps 1 --steps 2 --prompt-lengths 8 --depths none --batches none");
+  INFO(b.err);
+  REQUIRE(b.exit_code == 0);
+  const Json doc = Json::parse(b.out, "qkv bench -m output");
+  CHECK(doc.at("model").at("source").as_string() == path);
+  CHECK(doc.at("model").at("weight_type").as_string() == "q8_0");
+  CHECK(doc.at("rows").items().size() == 1);
+
   CHECK(run_qkv("make-model nope -o " + path).exit_code == 1);
   CHECK(run_qkv("make-model tiny").exit_code == 2);
   CHECK(run_qkv("make-model tiny --type f8 -o " + path).exit_code == 1);
@@ -393,4 +404,24 @@ TEST_CASE("qkv bench --probe: the machine's ceilings as JSON") {
     CHECK(p.at(key).as_number() > 0.1);
   }
   CHECK(!p.at("simd_target").as_string().empty());
+}
+
+TEST_CASE("probe functions: results and argument checks") {
+  // 4 MiB, 64-byte aligned: a cache-resident read, enough to check the plumbing.
+  std::vector<float> buf((4 << 20) / sizeof(float) + 16, 1.0f);
+  void* p = buf.data();
+  const uintptr_t a = reinterpret_cast<uintptr_t>(p);
+  float* aligned = reinterpret_cast<float*>((a + 63) / 64 * 64);
+  const uint64_t bytes = 4 << 20;
+  CHECK(qkv::probe_read_bandwidth(aligned, bytes, 1, 2) > 1e8);   // > 0.1 GB/s
+  CHECK(qkv::probe_read_bandwidth(aligned, bytes - 64 * 3, 2, 1) > 1e8);  // shares with a remainder
+  CHECK(qkv::probe_fma_peak(1, 0.01) > 1e8);                       // > 0.1 GFLOP/s
+  CHECK_THROWS_AS(qkv::probe_read_bandwidth(aligned + 1, bytes - 64, 1, 1), qkv::Error);  // misaligned
+  CHECK_THROWS_AS(qkv::probe_read_bandwidth(aligned, 100, 1, 1), qkv::Error);           // not lines
+  CHECK_THROWS_AS(qkv::probe_read_bandwidth(aligned, bytes, 0, 1), qkv::Error);
+  CHECK_THROWS_AS(qkv::probe_read_bandwidth(aligned, bytes, 1, 0), qkv::Error);
+  CHECK_THROWS_AS(qkv::probe_fma_peak(1, 0.0), qkv::Error);
+  qkv::ProbeOptions o;
+  o.buffer_bytes = 1000;  // below 1 MiB
+  CHECK_THROWS_AS(qkv::probe_machine(o), qkv::Error);
 }

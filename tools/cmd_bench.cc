@@ -6,6 +6,7 @@
 // the depth under test) is never timed. Token ids are fixed pseudo-random ids:
 // the speed of a llama forward pass does not depend on which tokens it sees.
 #include <omp.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -45,6 +46,8 @@ const char* kBenchUsage =
     "  --synthetic NAME        random weights of a real shape: tiny, 143M, 1.1B (default 143M)\n"
     "  --type T                synthetic weight type: f32, f16 (default), bf16, q8_0\n"
     "  --untied                synthetic: a separate output matrix (default: tied to the embedding)\n"
+    "  --huge-pages            copy the weights into memory advised for transparent huge pages first\n"
+    "                          (diagnostic: peak RSS then counts the weights twice)\n"
     "  --kv-type T             KV cache type: f32, f16 (default), bf16, q8_0\n"
     "  -t, --threads N         threads (default: all cores)\n"
     "  --prompt-lengths LIST   prefill prompt lengths (default 128,512,2048; 'none' skips)\n"
@@ -64,7 +67,7 @@ const char* kBenchUsage =
 struct BenchOptions {
   std::string model_path, tokenizer_path, synthetic = "143M", json_out;
   DType weight_type = DType::F16;
-  bool type_given = false, untied = false;
+  bool type_given = false, untied = false, huge_pages = false;
   DType kv_type = DType::F16;
   int threads = 0;
   std::vector<int64_t> prompt_lengths{128, 512, 2048};
@@ -147,6 +150,38 @@ uint64_t weight_bytes_read_per_token(const Model& m) {
     }
   }
   return b;
+}
+
+// Moves every weight of `m` into one anonymous mapping advised for transparent
+// huge pages (a copy; m.storage then owns the mapping). Streaming weights on
+// 4 KiB pages costs a TLB miss every 4 KiB; this shows how much that matters
+// for a model whose memory was not allocated that way.
+void move_weights_to_huge_pages(Model& m) {
+  std::vector<Matrix*> all{&m.token_embd, &m.output_norm};
+  const bool tied = m.output.data == m.token_embd.data;
+  if (!tied) all.push_back(&m.output);
+  for (LayerWeights& l : m.layers) {
+    for (Matrix* w : {&l.attn_norm, &l.wq, &l.wk, &l.wv, &l.wo, &l.ffn_norm, &l.ffn_gate, &l.ffn_up, &l.ffn_down}) {
+      all.push_back(w);
+    }
+  }
+  uint64_t total = 0;
+  for (const Matrix* w : all) total += (matrix_bytes(*w) + 63) / 64 * 64;
+  const size_t align = size_t(2) << 20;
+  const size_t map_bytes = (total + 2 * align - 1) / align * align;
+  void* map = mmap(nullptr, map_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (map == MAP_FAILED) fail("cannot map ", map_bytes, " bytes for the weights");
+  uint8_t* base = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(map) + align - 1) / align * align);
+  madvise(base, map_bytes - size_t(base - static_cast<uint8_t*>(map)), MADV_HUGEPAGE);
+  uint64_t offset = 0;
+  for (Matrix* w : all) {
+    const uint64_t bytes = matrix_bytes(*w);
+    std::memcpy(base + offset, w->data, bytes);
+    w->data = base + offset;
+    offset += (bytes + 63) / 64 * 64;
+  }
+  if (tied) m.output = m.token_embd;
+  m.storage = std::shared_ptr<const void>(map, [map_bytes](const void* p) { munmap(const_cast<void*>(p), map_bytes); });
 }
 
 // FLOPs of a prefill of L tokens into an empty cache: 2 per weight per token for
@@ -350,6 +385,8 @@ int cmd_bench(int argc, char** argv) {
       o.type_given = true;
     } else if (a == "--untied") {
       o.untied = true;
+    } else if (a == "--huge-pages") {
+      o.huge_pages = true;
     } else if (a == "--kv-type") {
       o.kv_type = parse_type_flag(flag, flag_value(argc, argv, i));
     } else if (a == "-t" || a == "--threads") {
@@ -444,6 +481,10 @@ int cmd_bench(int argc, char** argv) {
     report.model.name = o.synthetic;
     report.model.source = o.untied ? "synthetic, untied output" : "synthetic";
     report.model.weight_type = dtype_name(o.weight_type);
+  }
+  if (o.huge_pages) {
+    move_weights_to_huge_pages(model);
+    report.model.source += ", weights on huge pages";
   }
   int32_t first_token = 1;  // llama's BOS id
   if (!o.tokenizer_path.empty()) {

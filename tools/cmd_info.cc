@@ -39,19 +39,14 @@ std::string human_bytes(double b) {
 // type, a vocabulary-only file): what the file itself says, then why.
 int print_unloadable_gguf(const GGUFFile& g, const std::string& format_desc, const std::string& tokenizer_desc,
                           const char* why) {
-  std::printf("file:            %s
-", g.path().c_str());
-  std::printf("format:          %s
-", format_desc.c_str());
-  std::printf("file size:       %llu bytes (%s)
-", static_cast<unsigned long long>(g.file_size()),
+  std::printf("file:            %s\n", g.path().c_str());
+  std::printf("format:          %s\n", format_desc.c_str());
+  std::printf("file size:       %llu bytes (%s)\n", static_cast<unsigned long long>(g.file_size()),
               human_bytes(double(g.file_size())).c_str());
   if (const GGUFValue* a = g.find("general.architecture"); a && a->type == GGUFType::STRING) {
-    std::printf("architecture:    %s
-", a->str.c_str());
+    std::printf("architecture:    %s\n", a->str.c_str());
   }
-  std::printf("tokenizer:       %s
-", tokenizer_desc.c_str());
+  std::printf("tokenizer:       %s\n", tokenizer_desc.c_str());
   std::map<std::string, int> types;
   uint64_t elements = 0;
   for (const GGUFTensorInfo& t : g.tensors()) {
@@ -60,12 +55,9 @@ int print_unloadable_gguf(const GGUFFile& g, const std::string& format_desc, con
   }
   std::string list;
   for (const auto& tc : types) list += (list.empty() ? "" : ", ") + tc.first + " x" + std::to_string(tc.second);
-  std::printf("tensor types:    %s
-", list.empty() ? "(no tensors)" : list.c_str());
-  std::printf("parameters:      %llu (all tensors)
-", static_cast<unsigned long long>(elements));
-  std::fprintf(stderr, "qkv info: this file cannot be run by qkv: %s
-", why);
+  std::printf("tensor types:    %s\n", list.empty() ? "(no tensors)" : list.c_str());
+  std::printf("parameters:      %llu (all tensors)\n", static_cast<unsigned long long>(elements));
+  std::fprintf(stderr, "qkv info: this file cannot be run by qkv: %s\n", why);
   return 1;
 }
 

@@ -64,31 +64,31 @@ int cmd_run(int argc, char** argv) {
     } else if (a == "-p" || a == "-i" || a == "--prompt") {
       prompt = flag_value(argc, argv, i);
     } else if (a == "-n" || a == "--n-predict") {
-      gopts.n_predict = parse_int(argv[i], flag_value(argc, argv, i), -1, INT64_C(1) << 40);
+      gopts.n_predict = parse_int(a.c_str(), flag_value(argc, argv, i), -1, INT64_C(1) << 40);
     } else if (a == "--steps") {
-      gopts.steps = parse_int(argv[i], flag_value(argc, argv, i), 1, INT64_C(1) << 40);
+      gopts.steps = parse_int(a.c_str(), flag_value(argc, argv, i), 1, INT64_C(1) << 40);
     } else if (a == "-t" || a == "--threads") {
-      copts.threads = static_cast<int>(parse_int(argv[i], flag_value(argc, argv, i), 1, 1024));
+      copts.threads = static_cast<int>(parse_int(a.c_str(), flag_value(argc, argv, i), 1, 1024));
     } else if (a == "--temp") {
-      gopts.sampler.temperature = parse_float(argv[i], flag_value(argc, argv, i), 0.0, 1e6);
+      gopts.sampler.temperature = parse_float(a.c_str(), flag_value(argc, argv, i), 0.0, 1e6);
     } else if (a == "--top-k") {
-      gopts.sampler.top_k = static_cast<int32_t>(parse_int(argv[i], flag_value(argc, argv, i), 0, INT32_MAX));
+      gopts.sampler.top_k = static_cast<int32_t>(parse_int(a.c_str(), flag_value(argc, argv, i), 0, INT32_MAX));
     } else if (a == "--top-p") {
-      gopts.sampler.top_p = parse_float(argv[i], flag_value(argc, argv, i), 1e-9, 1.0);
+      gopts.sampler.top_p = parse_float(a.c_str(), flag_value(argc, argv, i), 1e-9, 1.0);
     } else if (a == "--min-p") {
-      gopts.sampler.min_p = parse_float(argv[i], flag_value(argc, argv, i), 0.0, 0.999999);
+      gopts.sampler.min_p = parse_float(a.c_str(), flag_value(argc, argv, i), 0.0, 0.999999);
     } else if (a == "--seed") {
-      gopts.sampler.seed = static_cast<uint64_t>(parse_int(argv[i], flag_value(argc, argv, i), 0, INT64_MAX));
+      gopts.sampler.seed = static_cast<uint64_t>(parse_int(a.c_str(), flag_value(argc, argv, i), 0, INT64_MAX));
       seed_given = true;
     } else if (a == "-c" || a == "--ctx-size") {
-      copts.context = parse_int(argv[i], flag_value(argc, argv, i), 1, INT64_C(1) << 24);
+      copts.context = parse_int(a.c_str(), flag_value(argc, argv, i), 1, INT64_C(1) << 24);
     } else if (a == "--kv-type") {
       const char* v = flag_value(argc, argv, i);
       DType t;
       if (!parse_dtype(v, &t)) fail("flag --kv-type wants f32, f16, bf16 or q8_0, not '", v, "'");
       copts.kv_type = static_cast<qkv_type>(static_cast<int>(t));
     } else if (a == "-b" || a == "--batch-size") {
-      copts.prefill_batch = parse_int(argv[i], flag_value(argc, argv, i), 1, 1 << 16);
+      copts.prefill_batch = parse_int(a.c_str(), flag_value(argc, argv, i), 1, 1 << 16);
     } else if (a == "--no-bos") {
       gopts.add_bos = 0;
     } else if (a == "-q" || a == "--quiet") {
