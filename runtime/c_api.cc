@@ -99,14 +99,25 @@ qkv_status buffer_too_small(const char* func, const char* what, int64_t capacity
                                                  std::to_string(needed) + " are needed");
 }
 
-qkv::DType to_dtype(qkv_type t) {
+// A C caller may put any int in an enum; reading such a value as the C++ enum
+// type is undefined behaviour, so enums from the caller are read as their bytes.
+template <typename E>
+int raw_enum(const E& e) {
+  static_assert(sizeof(E) == sizeof(int), "C enums are int-sized here");
+  int v;
+  std::memcpy(&v, &e, sizeof v);
+  return v;
+}
+
+qkv::DType to_dtype(const qkv_type& type) {
+  const int t = raw_enum(type);
   switch (t) {
     case QKV_TYPE_F32: return qkv::DType::F32;
     case QKV_TYPE_F16: return qkv::DType::F16;
     case QKV_TYPE_BF16: return qkv::DType::BF16;
     case QKV_TYPE_Q8_0: return qkv::DType::Q8_0;
   }
-  qkv::fail("unknown element type ", static_cast<int>(t), " (QKV_TYPE_F32, _F16, _BF16 or _Q8_0)");
+  qkv::fail("unknown element type ", t, " (QKV_TYPE_F32, _F16, _BF16 or _Q8_0)");
 }
 
 // OpenMP's thread count is a setting of the calling thread: a call sets the
@@ -175,7 +186,7 @@ const char* qkv_version(void) { return qkv::version_string(); }
 const char* qkv_simd_target(void) { return qkv::simd_target_name(); }
 
 const char* qkv_status_name(qkv_status status) {
-  switch (status) {
+  switch (raw_enum(status)) {
     case QKV_OK: return "ok";
     case QKV_ERR_INVALID_ARGUMENT: return "invalid argument";
     case QKV_ERR_IO: return "i/o error";

@@ -68,6 +68,19 @@ TEST_CASE("q8_0 blocks") {
   }
 }
 
+TEST_CASE("q8_0 blocks too small for an f16 scale, and NaN, store zeros") {
+  std::vector<float> x(32, 1e-38f), y(32);
+  BlockQ8_0 b;
+  quantize_q8_0_block(x.data(), &b);
+  dequantize_q8_0_block(b, y.data());
+  for (float v : y) CHECK(v == 0.0f);
+  for (int i = 0; i < 32; ++i) x[i] = 0.5f * i;
+  x[3] = std::numeric_limits<float>::quiet_NaN();
+  quantize_q8_0_block(x.data(), &b);
+  CHECK(b.qs[3] == 0);
+  CHECK(b.qs[31] == 127);
+}
+
 TEST_CASE("row encode/decode agree with the block functions and reject bad lengths") {
   std::vector<float> x(64);
   for (int i = 0; i < 64; ++i) x[i] = std::sin(0.3f * i) * 3;
