@@ -4,7 +4,8 @@
 // Decode reads every weight once per token from DRAM, so the matvec benchmarks
 // cycle through enough copies of the matrix (>= 192 MB in all) that each call
 // streams from memory rather than from the 32 MB L3; bytes/s counts weight bytes.
-// The first argument is the thread count (OpenMP), e.g.
+// The matvec arguments are the thread count (OpenMP) and the software prefetch
+// distance in bytes (0 = off, to compare with the kernel without it), e.g.
 //   bench_linear --benchmark_filter='matvec/f16/5632x2048' --benchmark_repetitions=5
 //       --benchmark_report_aggregates_only=true
 #include <benchmark/benchmark.h>
@@ -124,6 +125,8 @@ void BM_matvec(benchmark::State& state, DType t, int64_t rows, int64_t cols, boo
   omp_set_num_threads(threads);
   const detail::Q8Dot saved = detail::q8_matvec_mode();
   detail::set_q8_matvec_mode(q8);
+  const size_t saved_prefetch = detail::matvec_prefetch_bytes();
+  detail::set_matvec_prefetch_bytes(size_t(state.range(1)));
   const Weights w = make_weights(t, rows, cols, naive ? 0 : kStreamBytes);
   const auto x = random_vec(size_t(cols));
   std::vector<float> y(static_cast<size_t>(rows));
@@ -139,6 +142,7 @@ void BM_matvec(benchmark::State& state, DType t, int64_t rows, int64_t cols, boo
                                                  benchmark::Counter::kIsRate, benchmark::Counter::kIs1024);
   state.counters["copies"] = double(w.copies.size());
   detail::set_q8_matvec_mode(saved);
+  detail::set_matvec_prefetch_bytes(saved_prefetch);
 }
 
 // Flop rate of Y = X·Wᵀ for M inputs; `mode` 0 = matmul(), 1/2 = oneDNN in f32/bf16.
@@ -165,13 +169,32 @@ const struct { int64_t rows, cols; } kMatvecShapes[] = {
     {576, 576}, {1536, 576}, {32000, 576}, {2048, 2048}, {5632, 2048}, {32000, 2048}};
 constexpr DType kTypes[] = {DType::F32, DType::F16, DType::BF16, DType::Q8_0};
 
+// {threads, prefetch bytes}: 1 and 2 threads, prefetch off and at the default.
+void matvec_args(benchmark::internal::Benchmark* b) {
+  for (int64_t threads : {1, 2}) {
+    for (int64_t pf : {int64_t{0}, int64_t(detail::kDefaultMatvecPrefetchBytes)}) b->Args({threads, pf});
+  }
+}
+
+// Prefetch distances to tune kDefaultMatvecPrefetchBytes with.
+void prefetch_sweep_args(benchmark::internal::Benchmark* b) {
+  for (int64_t threads : {1, 2}) {
+    for (int64_t pf : {0, 1024, 2048, 4096, 8192, 16384}) b->Args({threads, pf});
+  }
+}
+
 int register_all() {
   for (DType t : kTypes) {
     for (const auto& s : kMatvecShapes) {
       const std::string shape = std::to_string(s.rows) + "x" + std::to_string(s.cols);
       benchmark::RegisterBenchmark(("matvec/" + std::string(dtype_name(t)) + "/" + shape).c_str(), BM_matvec, t,
                                    s.rows, s.cols, false, detail::q8_matvec_mode())
-          ->Arg(1)->Arg(2)->UseRealTime();
+          ->Apply(matvec_args)->UseRealTime();
+      if (t == DType::F16 || t == DType::Q8_0) {
+        benchmark::RegisterBenchmark(("matvec_pf_sweep/" + std::string(dtype_name(t)) + "/" + shape).c_str(),
+                                     BM_matvec, t, s.rows, s.cols, false, detail::q8_matvec_mode())
+            ->Apply(prefetch_sweep_args)->UseRealTime();
+      }
       if (t == DType::Q8_0) {
         // Both Q8_0 strategies: integer dot products with quantized x, and
         // dequantizing the weights to f32 in registers.
@@ -179,13 +202,13 @@ int register_all() {
           benchmark::RegisterBenchmark(
               ("matvec_q8_" + std::string(mode == detail::Q8Dot::kInt8 ? "int8" : "deq") + "/" + shape).c_str(),
               BM_matvec, t, s.rows, s.cols, false, mode)
-              ->Arg(1)->Arg(2)->UseRealTime();
+              ->Apply(matvec_args)->UseRealTime();
         }
       }
       if (s.rows * s.cols <= 2048 * 2048) {
         benchmark::RegisterBenchmark(("naive_matvec/" + std::string(dtype_name(t)) + "/" + shape).c_str(),
                                      BM_matvec, t, s.rows, s.cols, true, detail::q8_matvec_mode())
-            ->Arg(1)->UseRealTime();
+            ->Args({1, 0})->UseRealTime();
       }
     }
     for (const auto& s : {kMatvecShapes[3], kMatvecShapes[4]}) {

@@ -2,7 +2,9 @@
 //
 // Decode (matvec) is memory bound: one templated Highway kernel converts weights
 // in registers and works on 4 output rows per pass, so 4 weight streams are in
-// flight with independent accumulators. Small batches (matmul with M <= 16)
+// flight with independent accumulators. The hardware prefetcher alone keeps too
+// few reads in flight for rows this short (a 576-wide F16 row is 18 cache lines),
+// so each row stream also prefetches a few KB ahead in software. Small batches (matmul with M <= 16)
 // decode 4 weight rows once into an f32 scratch that stays in L1/L2 and reuse
 // them for every input, so a batch costs about one read of the weights. Large
 // batches (prefill) go to oneDNN (kernels/gemm_onednn.cc).
@@ -27,6 +29,7 @@
 #define HWY_TARGET_INCLUDE "kernels/linear.cc"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 #include "hwy/highway.h"
+#include "hwy/cache_control.h"  // Prefetch
 
 HWY_BEFORE_NAMESPACE();
 namespace qkv {
@@ -61,6 +64,15 @@ HWY_INLINE float LoadWeight(const uint8_t* row, size_t i) {
     uint16_t h;
     std::memcpy(&h, row + 2 * i, 2);
     return T == DType::F16 ? f16_to_f32(h) : bf16_to_f32(h);
+  }
+}
+
+// Prefetches the cache lines holding bytes [p, p + n), n > 0. Prefetches never
+// fault, so addresses past the end of the weights are harmless.
+HWY_INLINE void PrefetchBytes(const uint8_t* p, size_t n) {
+  const uintptr_t end = reinterpret_cast<uintptr_t>(p) + n;
+  for (uintptr_t a = reinterpret_cast<uintptr_t>(p) & ~uintptr_t{63}; a < end; a += 64) {
+    hwy::Prefetch(reinterpret_cast<const uint8_t*>(a));
   }
 }
 
@@ -102,9 +114,9 @@ struct QuantizedX {
   const int32_t* corr;  // cols / 4 values: -128 * (sum of q over 4 consecutive values)
 };
 
-template <size_t R>
+template <size_t R, bool kPrefetch>
 HWY_INLINE void DotRowsQ8Int(const uint8_t* HWY_RESTRICT w, size_t row_bytes, size_t cols, QuantizedX xq,
-                             float* HWY_RESTRICT y) {
+                             size_t prefetch, float* HWY_RESTRICT y) {
   const hn::CappedTag<int16_t, kQ8BlockSize> d16;  // a whole block per vector on AVX-512
   const hn::Rebind<int8_t, decltype(d16)> d8;
   const hn::Repartition<int32_t, decltype(d16)> d32;
@@ -117,7 +129,10 @@ HWY_INLINE void DotRowsQ8Int(const uint8_t* HWY_RESTRICT w, size_t row_bytes, si
   const size_t blocks = cols / kQ8BlockSize;
   for (size_t g = 0; g < blocks; g += kScaleGroup) {
     const size_t nb = std::min(kScaleGroup, blocks - g);
-    for (size_t r = 0; r < R; ++r) RowScales(w + r * row_bytes, g, nb, xq.d, scale[r]);
+    for (size_t r = 0; r < R; ++r) {
+      if (kPrefetch) PrefetchBytes(w + r * row_bytes + g * sizeof(BlockQ8_0) + prefetch, nb * sizeof(BlockQ8_0));
+      RowScales(w + r * row_bytes, g, nb, xq.d, scale[r]);
+    }
     for (size_t k = 0; k < nb; ++k) {
       const size_t b = g + k;
       const int16_t* HWY_RESTRICT xb = xq.q + b * kQ8BlockSize;
@@ -136,10 +151,11 @@ HWY_INLINE void DotRowsQ8Int(const uint8_t* HWY_RESTRICT w, size_t row_bytes, si
   for (size_t r = 0; r < R; ++r) y[r] = hn::GetLane(hn::SumOfLanes(df, acc[r]));
 }
 
-// y[r] = dot(row r, x) for R consecutive rows starting at w.
-template <DType T, size_t R>
+// y[r] = dot(row r, x) for R consecutive rows starting at w; with kPrefetch,
+// each row stream prefetches `prefetch` bytes ahead.
+template <DType T, size_t R, bool kPrefetch>
 HWY_INLINE void DotRows(const uint8_t* HWY_RESTRICT w, size_t row_bytes, size_t cols,
-                        const float* HWY_RESTRICT x, float* HWY_RESTRICT y) {
+                        const float* HWY_RESTRICT x, size_t prefetch, float* HWY_RESTRICT y) {
   const DF df;
   const size_t N = hn::Lanes(df);
   VF acc[R];
@@ -153,7 +169,10 @@ HWY_INLINE void DotRows(const uint8_t* HWY_RESTRICT w, size_t row_bytes, size_t 
     const size_t blocks = cols / kQ8BlockSize;
     for (size_t g = 0; g < blocks; g += kScaleGroup) {
       const size_t nb = std::min(kScaleGroup, blocks - g);
-      for (size_t r = 0; r < R; ++r) RowScales(w + r * row_bytes, g, nb, nullptr, scale[r]);
+      for (size_t r = 0; r < R; ++r) {
+        if (kPrefetch) PrefetchBytes(w + r * row_bytes + g * sizeof(BlockQ8_0) + prefetch, nb * sizeof(BlockQ8_0));
+        RowScales(w + r * row_bytes, g, nb, nullptr, scale[r]);
+      }
       for (size_t k = 0; k < nb; ++k) {
         const size_t b = g + k;
         const float* HWY_RESTRICT xb = x + b * kQ8BlockSize;
@@ -173,10 +192,19 @@ HWY_INLINE void DotRows(const uint8_t* HWY_RESTRICT w, size_t row_bytes, size_t 
     // Two column steps per iteration: 2R independent FMA chains.
     VF acc2[R];
     for (size_t r = 0; r < R; ++r) acc2[r] = hn::Zero(df);
+    constexpr size_t kBytes = T == DType::F32 ? 4 : 2;  // per weight
     size_t i = 0;
     for (; i + 2 * N <= cols; i += 2 * N) {
       const VF x0 = hn::LoadU(df, x + i);
       const VF x1 = hn::LoadU(df, x + i + N);
+      if (kPrefetch) {
+        // The lines this step reads, `prefetch` bytes further on (once per
+        // line when a step reads whole lines; AVX2 F16 steps read half lines).
+        for (size_t r = 0; r < R; ++r) {
+          const uint8_t* ahead = w + r * row_bytes + i * kBytes + prefetch;
+          for (size_t b = 0; b < 2 * N * kBytes; b += 64) hwy::Prefetch(ahead + b);
+        }
+      }
       for (size_t r = 0; r < R; ++r) {
         acc[r] = hn::MulAdd(LoadWeights<T>(df, w + r * row_bytes, i), x0, acc[r]);
         acc2[r] = hn::MulAdd(LoadWeights<T>(df, w + r * row_bytes, i + N), x1, acc2[r]);
@@ -205,9 +233,26 @@ HWY_INLINE void DotRows(const uint8_t* HWY_RESTRICT w, size_t row_bytes, size_t 
 // DotRowsQ8Int, in half the instructions. Highway 1.0.3 exposes no such op and
 // its AVX3_DL target does not enable avx512vnni (which every AVX3_DL CPU has,
 // since Highway requires VNNI to select AVX3_DL), hence the intrinsics.
-template <size_t R>
+//
+// A group's block scales (16 f16 values 34 bytes apart) come in with one gather
+// and one vector conversion: copying them out one by one and reloading them as a
+// vector cost a store-forwarding stall per row and group.
+HWY_INLINE __m512 GroupScalesVnni(const uint8_t* blocks, size_t nb, const float* xd) {
+  const __m512i offsets = _mm512_mullo_epi32(
+      _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+      _mm512_set1_epi32(static_cast<int>(sizeof(BlockQ8_0))));
+  const __mmask16 live = static_cast<__mmask16>(nb >= 16 ? 0xFFFFu : (1u << nb) - 1u);
+  // 4 bytes at each block start: the scale, then 2 quant bytes (dropped below).
+  const __m512i raw = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), live, offsets, blocks, 1);
+  const __m512 d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(raw));
+  return _mm512_mul_ps(d, _mm512_loadu_ps(xd));  // xd has kScaleGroup values of padding
+}
+
+template <size_t R, bool kPrefetch>
 __attribute__((target("avx512vnni"))) void DotRowsQ8Vnni(const uint8_t* HWY_RESTRICT w, size_t row_bytes,
-                                                          size_t cols, QuantizedX xq, float* HWY_RESTRICT y) {
+                                                          size_t cols, QuantizedX xq, size_t prefetch,
+                                                          float* HWY_RESTRICT y) {
+  static_assert(kScaleGroup == 16, "one gather per group of 16 scales");
   __m512 acc[R];
   float tail[R];
   for (size_t r = 0; r < R; ++r) {
@@ -222,8 +267,9 @@ __attribute__((target("avx512vnni"))) void DotRowsQ8Vnni(const uint8_t* HWY_REST
     const size_t nb = std::min(kScaleGroup, blocks - g);
     __m512 sv[R];
     for (size_t r = 0; r < R; ++r) {
-      RowScales(w + r * row_bytes, g, nb, xq.d, scale[r]);
-      sv[r] = _mm512_load_ps(scale[r]);
+      const uint8_t* group = w + r * row_bytes + g * sizeof(BlockQ8_0);
+      if (kPrefetch) PrefetchBytes(group + prefetch, nb * sizeof(BlockQ8_0));
+      sv[r] = GroupScalesVnni(group, nb, xq.d + g);
     }
     size_t k = 0;
     for (; k + 2 <= nb; k += 2) {
@@ -243,6 +289,7 @@ __attribute__((target("avx512vnni"))) void DotRowsQ8Vnni(const uint8_t* HWY_REST
     if (k < nb) {  // an odd block count leaves one block
       const size_t b = g + k;
       for (size_t r = 0; r < R; ++r) {
+        _mm512_store_ps(scale[r], sv[r]);
         const int8_t* qs = reinterpret_cast<const int8_t*>(w + r * row_bytes + b * sizeof(BlockQ8_0) + 2);
         int32_t s = 0;
         for (size_t j = 0; j < kQ8BlockSize; ++j) s += int32_t(qs[j]) * xq.q8[b * kQ8BlockSize + j];
@@ -254,36 +301,48 @@ __attribute__((target("avx512vnni"))) void DotRowsQ8Vnni(const uint8_t* HWY_REST
 }
 #endif
 
-template <DType T>
-void MatvecRangeT(const Matrix& W, const float* x, const QuantizedX* xq, float* y, int64_t r0, int64_t r1) {
+template <DType T, bool kPrefetch>
+void MatvecRangeT(const Matrix& W, const float* x, const QuantizedX* xq, size_t prefetch, float* y, int64_t r0,
+                  int64_t r1) {
   const size_t cols = static_cast<size_t>(W.cols);
   const size_t row_bytes = dtype_row_bytes(T, cols);
   const uint8_t* base = static_cast<const uint8_t*>(W.data);
   int64_t r = r0;
   if (T == DType::Q8_0 && xq != nullptr) {
 #if HWY_TARGET == HWY_AVX3_DL
-    for (; r + 4 <= r1; r += 4) DotRowsQ8Vnni<4>(base + r * row_bytes, row_bytes, cols, *xq, y + r);
-    for (; r < r1; ++r) DotRowsQ8Vnni<1>(base + r * row_bytes, row_bytes, cols, *xq, y + r);
+    for (; r + 4 <= r1; r += 4) {
+      DotRowsQ8Vnni<4, kPrefetch>(base + r * row_bytes, row_bytes, cols, *xq, prefetch, y + r);
+    }
+    for (; r < r1; ++r) DotRowsQ8Vnni<1, kPrefetch>(base + r * row_bytes, row_bytes, cols, *xq, prefetch, y + r);
 #endif
-    for (; r + 4 <= r1; r += 4) DotRowsQ8Int<4>(base + r * row_bytes, row_bytes, cols, *xq, y + r);
-    for (; r < r1; ++r) DotRowsQ8Int<1>(base + r * row_bytes, row_bytes, cols, *xq, y + r);
+    for (; r + 4 <= r1; r += 4) {
+      DotRowsQ8Int<4, kPrefetch>(base + r * row_bytes, row_bytes, cols, *xq, prefetch, y + r);
+    }
+    for (; r < r1; ++r) DotRowsQ8Int<1, kPrefetch>(base + r * row_bytes, row_bytes, cols, *xq, prefetch, y + r);
     return;
   }
-  for (; r + 4 <= r1; r += 4) DotRows<T, 4>(base + r * row_bytes, row_bytes, cols, x, y + r);
-  for (; r < r1; ++r) DotRows<T, 1>(base + r * row_bytes, row_bytes, cols, x, y + r);
+  for (; r + 4 <= r1; r += 4) DotRows<T, 4, kPrefetch>(base + r * row_bytes, row_bytes, cols, x, prefetch, y + r);
+  for (; r < r1; ++r) DotRows<T, 1, kPrefetch>(base + r * row_bytes, row_bytes, cols, x, prefetch, y + r);
+}
+
+template <DType T>
+void MatvecRangePrefetch(const Matrix& W, const float* x, const QuantizedX* xq, size_t prefetch, float* y,
+                         int64_t r0, int64_t r1) {
+  if (prefetch == 0) return MatvecRangeT<T, false>(W, x, xq, 0, y, r0, r1);
+  MatvecRangeT<T, true>(W, x, xq, prefetch, y, r0, r1);
 }
 
 // y[r] for rows [r0, r1) of W. Q8_0 uses integer dot products when xq (x
 // quantized per block) is given, dequantizes in registers otherwise.
 void MatvecRange(const Matrix& W, const float* x, const int16_t* xq, const float* xd, const int8_t* xq8,
-                 const int32_t* xcorr, float* y, int64_t r0, int64_t r1) {
+                 const int32_t* xcorr, size_t prefetch, float* y, int64_t r0, int64_t r1) {
   const QuantizedX q{xq, xd, xq8, xcorr};
   const QuantizedX* qp = xq != nullptr ? &q : nullptr;
   switch (W.type) {
-    case DType::F32: return MatvecRangeT<DType::F32>(W, x, qp, y, r0, r1);
-    case DType::F16: return MatvecRangeT<DType::F16>(W, x, qp, y, r0, r1);
-    case DType::BF16: return MatvecRangeT<DType::BF16>(W, x, qp, y, r0, r1);
-    case DType::Q8_0: return MatvecRangeT<DType::Q8_0>(W, x, qp, y, r0, r1);
+    case DType::F32: return MatvecRangePrefetch<DType::F32>(W, x, qp, prefetch, y, r0, r1);
+    case DType::F16: return MatvecRangePrefetch<DType::F16>(W, x, qp, prefetch, y, r0, r1);
+    case DType::BF16: return MatvecRangePrefetch<DType::BF16>(W, x, qp, prefetch, y, r0, r1);
+    case DType::Q8_0: return MatvecRangePrefetch<DType::Q8_0>(W, x, qp, prefetch, y, r0, r1);
   }
 }
 
@@ -516,6 +575,7 @@ void matvec_multi(const Matrix* Ws, float* const* ys, int count, const float* x)
     xcorr = corr_buf.data();
   }
   auto* const kernel = HWY_DYNAMIC_DISPATCH(MatvecRange);
+  const size_t prefetch = detail::matvec_prefetch_bytes();
   // The matrices' row blocks form one sequence, split contiguously over threads.
 #pragma omp parallel if (go_parallel(bytes))
   {
@@ -526,7 +586,7 @@ void matvec_multi(const Matrix* Ws, float* const* ys, int count, const float* x)
       const int64_t nb = (Ws[i].rows + kRowBlock - 1) / kRowBlock;
       const int64_t lo = std::max(b0, first), hi = std::min(b1, first + nb);
       if (lo < hi) {
-        kernel(Ws[i], x, xq, xd, xq8, xcorr, ys[i], (lo - first) * kRowBlock, std::min(Ws[i].rows, (hi - first) * kRowBlock));
+        kernel(Ws[i], x, xq, xd, xq8, xcorr, prefetch, ys[i], (lo - first) * kRowBlock, std::min(Ws[i].rows, (hi - first) * kRowBlock));
       }
       first += nb;
     }
@@ -579,10 +639,17 @@ namespace detail {
 
 namespace {
 Q8Dot g_q8_mode = Q8Dot::kInt8;
+size_t g_prefetch_bytes = kDefaultMatvecPrefetchBytes;
 }  // namespace
 
 Q8Dot q8_matvec_mode() { return g_q8_mode; }
 void set_q8_matvec_mode(Q8Dot mode) { g_q8_mode = mode; }
+
+size_t matvec_prefetch_bytes() { return g_prefetch_bytes; }
+void set_matvec_prefetch_bytes(size_t bytes) {
+  QKV_CHECK(bytes <= (size_t{1} << 20), "matvec prefetch distance ", bytes, " bytes is implausible (max 1 MB)");
+  g_prefetch_bytes = bytes;
+}
 
 void quantize_x_q8(const float* x, size_t n, int16_t* q, float* d) {
   for (size_t b = 0; b < n / kQ8BlockSize; ++b) {

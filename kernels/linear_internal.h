@@ -33,6 +33,15 @@ Q8Dot q8_matvec_mode();
 // Not thread-safe: for tests and benchmarks, set before any concurrent use.
 void set_q8_matvec_mode(Q8Dot mode);
 
+// Matvec software prefetch: while working on a block of rows, each row stream
+// also prefetches the weight bytes this far ahead. Rows are contiguous, so the
+// prefetched addresses cover the stream ahead exactly once whatever the row
+// length. 0 turns prefetching off (the kernels otherwise unchanged), for
+// benchmarks that compare. Not thread-safe: set before any concurrent use.
+constexpr size_t kDefaultMatvecPrefetchBytes = 4096;
+size_t matvec_prefetch_bytes();
+void set_matvec_prefetch_bytes(size_t bytes);
+
 // x (n % 32 == 0) quantized per 32-block: q[i] = round(x[i] / d[b]) in
 // [-127, 127] (stored as int16), d[b] = max|x in block b| / 127.
 void quantize_x_q8(const float* x, size_t n, int16_t* q, float* d);
