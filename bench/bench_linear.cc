@@ -179,7 +179,7 @@ void matvec_args(benchmark::internal::Benchmark* b) {
 // Prefetch distances to tune kDefaultMatvecPrefetchBytes with.
 void prefetch_sweep_args(benchmark::internal::Benchmark* b) {
   for (int64_t threads : {1, 2}) {
-    for (int64_t pf : {0, 1024, 2048, 4096, 8192, 16384}) b->Args({threads, pf});
+    for (int64_t pf : {0, 512, 1024, 2048, 4096, 8192}) b->Args({threads, pf});
   }
 }
 

@@ -112,18 +112,18 @@ inline uint16_t f32_to_bf16(float f) {
 
 // GGUF's reference Q8_0 quantization of one block of 32 values:
 // d = max|x| / 127, q = round(x / d) (half away from zero), d stored as f16.
-// A block whose scale rounds to 0 in f16 stores zeros; NaN stores 0 (casting
-// either to int8 would be undefined behaviour).
+// A block so small that 1/d overflows stores zeros (its f16 scale is 0 anyway),
+// and NaN stores 0: casting either to int8 would be undefined behaviour.
 inline void quantize_q8_0_block(const float* x, BlockQ8_0* out) {
   float amax = 0.0f;
   for (size_t i = 0; i < kQ8BlockSize; ++i) amax = std::fmax(amax, std::fabs(x[i]));
   const float d = amax / 127.0f;
+  const float id = d != 0.0f ? 1.0f / d : 0.0f;
   out->d = f32_to_f16(d);
-  if (f16_to_f32(out->d) == 0.0f) {
+  if (!std::isfinite(id)) {
     std::memset(out->qs, 0, sizeof(out->qs));
     return;
   }
-  const float id = 1.0f / d;
   for (size_t i = 0; i < kQ8BlockSize; ++i) {
     const float q = std::round(x[i] * id);
     out->qs[i] = q >= -127.0f && q <= 127.0f ? static_cast<int8_t>(q) : q > 127.0f ? 127 : q < -127.0f ? -127 : 0;

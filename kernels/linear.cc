@@ -4,7 +4,7 @@
 // in registers and works on 4 output rows per pass, so 4 weight streams are in
 // flight with independent accumulators. The hardware prefetcher alone keeps too
 // few reads in flight for rows this short (a 576-wide F16 row is 18 cache lines),
-// so each row stream also prefetches a few KB ahead in software. Small batches (matmul with M <= 16)
+// so each row stream also prefetches a few KB ahead of itself in software. Small batches (matmul with M <= 16)
 // decode 4 weight rows once into an f32 scratch that stays in L1/L2 and reuse
 // them for every input, so a batch costs about one read of the weights. Large
 // batches (prefill) go to oneDNN (kernels/gemm_onednn.cc).
@@ -76,6 +76,21 @@ HWY_INLINE void PrefetchBytes(const uint8_t* p, size_t n) {
   }
 }
 
+// Each row of a pass prefetches its own stream: `prefetch` bytes further along
+// the row, continuing past the row's end in the same row of the following passes
+// (R rows each). Every line of the weights is then prefetched once, the same
+// distance ahead of its use whatever the row length.
+// This prefetches bytes [pos, pos + n) of that stream for the row at `row`
+// (n <= row_bytes, so at most one row end is crossed).
+HWY_INLINE void PrefetchRowStream(const uint8_t* row, size_t row_bytes, size_t rows_per_pass, size_t pos,
+                                  size_t n) {
+  const size_t passes_ahead = pos / row_bytes, off = pos % row_bytes;
+  const uint8_t* p = row + passes_ahead * rows_per_pass * row_bytes;
+  const size_t first = std::min(n, row_bytes - off);
+  PrefetchBytes(p + off, first);
+  if (first < n) PrefetchBytes(p + rows_per_pass * row_bytes, n - first);
+}
+
 HWY_INLINE float Q8Scale(const uint8_t* block) {
   uint16_t d;
   std::memcpy(&d, block, 2);  // blocks are 34 bytes: the scale may be unaligned
@@ -130,7 +145,9 @@ HWY_INLINE void DotRowsQ8Int(const uint8_t* HWY_RESTRICT w, size_t row_bytes, si
   for (size_t g = 0; g < blocks; g += kScaleGroup) {
     const size_t nb = std::min(kScaleGroup, blocks - g);
     for (size_t r = 0; r < R; ++r) {
-      if (kPrefetch) PrefetchBytes(w + r * row_bytes + g * sizeof(BlockQ8_0) + prefetch, nb * sizeof(BlockQ8_0));
+      if (kPrefetch) {
+        PrefetchRowStream(w + r * row_bytes, row_bytes, R, g * sizeof(BlockQ8_0) + prefetch, nb * sizeof(BlockQ8_0));
+      }
       RowScales(w + r * row_bytes, g, nb, xq.d, scale[r]);
     }
     for (size_t k = 0; k < nb; ++k) {
@@ -170,7 +187,10 @@ HWY_INLINE void DotRows(const uint8_t* HWY_RESTRICT w, size_t row_bytes, size_t 
     for (size_t g = 0; g < blocks; g += kScaleGroup) {
       const size_t nb = std::min(kScaleGroup, blocks - g);
       for (size_t r = 0; r < R; ++r) {
-        if (kPrefetch) PrefetchBytes(w + r * row_bytes + g * sizeof(BlockQ8_0) + prefetch, nb * sizeof(BlockQ8_0));
+        if (kPrefetch) {
+          PrefetchRowStream(w + r * row_bytes, row_bytes, R, g * sizeof(BlockQ8_0) + prefetch,
+                            nb * sizeof(BlockQ8_0));
+        }
         RowScales(w + r * row_bytes, g, nb, nullptr, scale[r]);
       }
       for (size_t k = 0; k < nb; ++k) {
@@ -193,16 +213,28 @@ HWY_INLINE void DotRows(const uint8_t* HWY_RESTRICT w, size_t row_bytes, size_t 
     VF acc2[R];
     for (size_t r = 0; r < R; ++r) acc2[r] = hn::Zero(df);
     constexpr size_t kBytes = T == DType::F32 ? 4 : 2;  // per weight
+    const size_t step_bytes = 2 * N * kBytes;
+    // Row 0's prefetch point in its stream (see PrefetchRowStream), kept
+    // incrementally: passes ahead, and position within the row.
+    size_t ahead_passes = 0, ahead_pos = 0;
+    if (kPrefetch && row_bytes != 0) {
+      ahead_passes = prefetch / row_bytes;
+      ahead_pos = prefetch % row_bytes;
+    }
     size_t i = 0;
     for (; i + 2 * N <= cols; i += 2 * N) {
       const VF x0 = hn::LoadU(df, x + i);
       const VF x1 = hn::LoadU(df, x + i + N);
       if (kPrefetch) {
-        // The lines this step reads, `prefetch` bytes further on (once per
-        // line when a step reads whole lines; AVX2 F16 steps read half lines).
+        // Once per line when a step reads whole lines (AVX2 F16 steps read half lines).
+        const uint8_t* ahead = w + ahead_passes * R * row_bytes + ahead_pos;
         for (size_t r = 0; r < R; ++r) {
-          const uint8_t* ahead = w + r * row_bytes + i * kBytes + prefetch;
-          for (size_t b = 0; b < 2 * N * kBytes; b += 64) hwy::Prefetch(ahead + b);
+          for (size_t b = 0; b < step_bytes; b += 64) hwy::Prefetch(ahead + r * row_bytes + b);
+        }
+        ahead_pos += step_bytes;  // step_bytes <= row_bytes, so one wrap at most
+        if (ahead_pos >= row_bytes) {
+          ahead_pos -= row_bytes;
+          ++ahead_passes;
         }
       }
       for (size_t r = 0; r < R; ++r) {
@@ -268,7 +300,9 @@ __attribute__((target("avx512vnni"))) void DotRowsQ8Vnni(const uint8_t* HWY_REST
     __m512 sv[R];
     for (size_t r = 0; r < R; ++r) {
       const uint8_t* group = w + r * row_bytes + g * sizeof(BlockQ8_0);
-      if (kPrefetch) PrefetchBytes(group + prefetch, nb * sizeof(BlockQ8_0));
+      if (kPrefetch) {
+        PrefetchRowStream(w + r * row_bytes, row_bytes, R, g * sizeof(BlockQ8_0) + prefetch, nb * sizeof(BlockQ8_0));
+      }
       sv[r] = GroupScalesVnni(group, nb, xq.d + g);
     }
     size_t k = 0;

@@ -33,12 +33,12 @@ Q8Dot q8_matvec_mode();
 // Not thread-safe: for tests and benchmarks, set before any concurrent use.
 void set_q8_matvec_mode(Q8Dot mode);
 
-// Matvec software prefetch: while working on a block of rows, each row stream
-// also prefetches the weight bytes this far ahead. Rows are contiguous, so the
-// prefetched addresses cover the stream ahead exactly once whatever the row
-// length. 0 turns prefetching off (the kernels otherwise unchanged), for
+// Matvec software prefetch: each row of a pass prefetches this many bytes ahead
+// in its own row, continuing into the same row of the next passes past the row
+// end (the weights are then prefetched once each, this far ahead of use, for any
+// row length). 0 turns prefetching off (the kernels otherwise unchanged), for
 // benchmarks that compare. Not thread-safe: set before any concurrent use.
-constexpr size_t kDefaultMatvecPrefetchBytes = 4096;
+constexpr size_t kDefaultMatvecPrefetchBytes = 2048;
 size_t matvec_prefetch_bytes();
 void set_matvec_prefetch_bytes(size_t bytes);
 

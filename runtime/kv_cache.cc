@@ -57,11 +57,12 @@ uint64_t KVCache::bytes_per_token() const {
 
 KVCache::KVCache(const KVCacheConfig& config) : config_(config) {
   const uint64_t total = bytes_for(config);  // validates and checks for overflow
-  QKV_CHECK(config.memory_limit == 0 || total <= config.memory_limit, "KV cache needs ", total,
-            " bytes (", config.n_layers, " layers x ", config.n_seqs, " sequences x ",
-            config.n_kv_heads, " KV heads x ", config.capacity, " positions x ", config.head_dim,
-            " ", dtype_name(config.type), "), over the memory limit of ", config.memory_limit,
+  if (config.memory_limit != 0 && total > config.memory_limit) {
+    fail_as(ErrorKind::kOutOfMemory, "KV cache needs ", total, " bytes (", config.n_layers, " layers x ",
+            config.n_seqs, " sequences x ", config.n_kv_heads, " KV heads x ", config.capacity, " positions x ",
+            config.head_dim, " ", dtype_name(config.type), "), over the memory limit of ", config.memory_limit,
             " bytes");
+  }
   row_bytes_ = static_cast<int64_t>(dtype_row_bytes(config.type, static_cast<size_t>(config.head_dim)));
   head_bytes_ = row_bytes_ * config.capacity;
   seq_bytes_ = head_bytes_ * config.n_kv_heads;
@@ -74,7 +75,9 @@ KVCache::KVCache(const KVCacheConfig& config) : config_(config) {
             " bytes does not fit in the address space");
   const size_t map_bytes = static_cast<size_t>(total + slack);
   void* p = mmap(nullptr, map_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (p == MAP_FAILED) fail("KV cache: cannot allocate ", total, " bytes: ", std::strerror(errno));
+  if (p == MAP_FAILED) {
+    fail_as(ErrorKind::kOutOfMemory, "KV cache: cannot allocate ", total, " bytes: ", std::strerror(errno));
+  }
   uint8_t* base = static_cast<uint8_t*>(p);
   uint8_t* start = base;
   size_t keep = map_bytes;

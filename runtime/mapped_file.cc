@@ -13,16 +13,16 @@ namespace qkv {
 
 MappedFile MappedFile::open(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) fail("cannot open '", path, "': ", std::strerror(errno));
+  if (fd < 0) fail_as(ErrorKind::kIO, "cannot open '", path, "': ", std::strerror(errno));
   struct stat st;
   if (::fstat(fd, &st) != 0) {
     const int err = errno;
     ::close(fd);
-    fail("cannot stat '", path, "': ", std::strerror(err));
+    fail_as(ErrorKind::kIO, "cannot stat '", path, "': ", std::strerror(err));
   }
   if (!S_ISREG(st.st_mode)) {
     ::close(fd);
-    fail("'", path, "' is not a regular file");
+    fail_as(ErrorKind::kIO, "'", path, "' is not a regular file");
   }
   MappedFile f;
   f.path = path;
@@ -34,7 +34,7 @@ MappedFile MappedFile::open(const std::string& path) {
   void* p = ::mmap(nullptr, f.size, PROT_READ, MAP_PRIVATE, fd, 0);
   const int err = errno;
   ::close(fd);  // the mapping stays valid without the descriptor
-  if (p == MAP_FAILED) fail("cannot mmap '", path, "': ", std::strerror(err));
+  if (p == MAP_FAILED) fail_as(ErrorKind::kIO, "cannot mmap '", path, "': ", std::strerror(err));
   const uint64_t size = f.size;
   f.data = static_cast<const uint8_t*>(p);
   f.keep_alive = std::shared_ptr<const void>(p, [size](const void* q) {

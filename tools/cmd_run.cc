@@ -6,7 +6,6 @@
 #include <cstring>
 #include <string>
 
-#include "kernels/dtype.h"
 #include "qkv.h"
 #include "tools/args.h"
 #include "tools/commands.h"
@@ -36,6 +35,28 @@ int write_piece(const char* piece, size_t length, void*) {
   std::fwrite(piece, 1, length, stdout);
   std::fflush(stdout);
   return 0;
+}
+
+// The KV cache types of the C API by name.
+struct KvTypeName {
+  const char* name;
+  qkv_type type;
+};
+const KvTypeName kKvTypes[] = {
+    {"f32", QKV_TYPE_F32}, {"f16", QKV_TYPE_F16}, {"bf16", QKV_TYPE_BF16}, {"q8_0", QKV_TYPE_Q8_0}};
+
+qkv_type parse_kv_type(const char* s) {
+  for (const KvTypeName& k : kKvTypes) {
+    if (std::strcmp(s, k.name) == 0) return k.type;
+  }
+  fail("flag --kv-type wants f32, f16, bf16 or q8_0, not '", s, "'");
+}
+
+const char* kv_type_name(qkv_type t) {
+  for (const KvTypeName& k : kKvTypes) {
+    if (k.type == t) return k.name;
+  }
+  return "?";
 }
 
 void check(qkv_status st, const char* what) {
@@ -83,10 +104,7 @@ int cmd_run(int argc, char** argv) {
     } else if (a == "-c" || a == "--ctx-size") {
       copts.context = parse_int(a.c_str(), flag_value(argc, argv, i), 1, INT64_C(1) << 24);
     } else if (a == "--kv-type") {
-      const char* v = flag_value(argc, argv, i);
-      DType t;
-      if (!parse_dtype(v, &t)) fail("flag --kv-type wants f32, f16, bf16 or q8_0, not '", v, "'");
-      copts.kv_type = static_cast<qkv_type>(static_cast<int>(t));
+      copts.kv_type = parse_kv_type(flag_value(argc, argv, i));
     } else if (a == "-b" || a == "--batch-size") {
       copts.prefill_batch = parse_int(a.c_str(), flag_value(argc, argv, i), 1, 1 << 16);
     } else if (a == "--no-bos") {
@@ -141,7 +159,7 @@ int cmd_run(int argc, char** argv) {
                  per_second(stats.generated_tokens, stats.generate_ms));
     std::fprintf(stderr, "qkv: KV cache         = %10.2f MiB (%s)\n",
                  static_cast<double>(qkv_session_kv_bytes(session)) / (1024.0 * 1024.0),
-                 dtype_name(static_cast<DType>(copts.kv_type)));
+                 kv_type_name(copts.kv_type));
     std::fprintf(stderr, "qkv: stopped by %s after %" PRId64 " forward passes\n", stats.stop_reason,
                  stats.forward_passes);
   }
