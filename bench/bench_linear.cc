@@ -125,8 +125,8 @@ void BM_matvec(benchmark::State& state, DType t, int64_t rows, int64_t cols, boo
   omp_set_num_threads(threads);
   const detail::Q8Dot saved = detail::q8_matvec_mode();
   detail::set_q8_matvec_mode(q8);
-  const size_t saved_prefetch = detail::matvec_prefetch_bytes();
-  detail::set_matvec_prefetch_bytes(size_t(state.range(1)));
+  const size_t saved_prefetch = detail::matvec_prefetch_bytes(t);
+  detail::set_matvec_prefetch_bytes(t, size_t(state.range(1)));
   const Weights w = make_weights(t, rows, cols, naive ? 0 : kStreamBytes);
   const auto x = random_vec(size_t(cols));
   std::vector<float> y(static_cast<size_t>(rows));
@@ -142,7 +142,7 @@ void BM_matvec(benchmark::State& state, DType t, int64_t rows, int64_t cols, boo
                                                  benchmark::Counter::kIsRate, benchmark::Counter::kIs1024);
   state.counters["copies"] = double(w.copies.size());
   detail::set_q8_matvec_mode(saved);
-  detail::set_matvec_prefetch_bytes(saved_prefetch);
+  detail::set_matvec_prefetch_bytes(t, saved_prefetch);
 }
 
 // Flop rate of Y = X·Wᵀ for M inputs; `mode` 0 = matmul(), 1/2 = oneDNN in f32/bf16.
@@ -169,10 +169,11 @@ const struct { int64_t rows, cols; } kMatvecShapes[] = {
     {576, 576}, {1536, 576}, {32000, 576}, {2048, 2048}, {5632, 2048}, {32000, 2048}};
 constexpr DType kTypes[] = {DType::F32, DType::F16, DType::BF16, DType::Q8_0};
 
-// {threads, prefetch bytes}: 1 and 2 threads, prefetch off and at the default.
-void matvec_args(benchmark::internal::Benchmark* b) {
+// {threads, prefetch bytes}: 1 and 2 threads, prefetch off and at t's default.
+void matvec_args(benchmark::internal::Benchmark* b, DType t) {
+  const int64_t def = int64_t(t == DType::Q8_0 ? detail::kDefaultMatvecPrefetchBytesQ8 : detail::kDefaultMatvecPrefetchBytes);
   for (int64_t threads : {1, 2}) {
-    for (int64_t pf : {int64_t{0}, int64_t(detail::kDefaultMatvecPrefetchBytes)}) b->Args({threads, pf});
+    for (int64_t pf : {int64_t{0}, def}) b->Args({threads, pf});
   }
 }
 
@@ -187,9 +188,10 @@ int register_all() {
   for (DType t : kTypes) {
     for (const auto& s : kMatvecShapes) {
       const std::string shape = std::to_string(s.rows) + "x" + std::to_string(s.cols);
-      benchmark::RegisterBenchmark(("matvec/" + std::string(dtype_name(t)) + "/" + shape).c_str(), BM_matvec, t,
-                                   s.rows, s.cols, false, detail::q8_matvec_mode())
-          ->Apply(matvec_args)->UseRealTime();
+      matvec_args(benchmark::RegisterBenchmark(("matvec/" + std::string(dtype_name(t)) + "/" + shape).c_str(),
+                                               BM_matvec, t, s.rows, s.cols, false, detail::q8_matvec_mode())
+                      ->UseRealTime(),
+                  t);
       if (t == DType::F16 || t == DType::Q8_0) {
         benchmark::RegisterBenchmark(("matvec_pf_sweep/" + std::string(dtype_name(t)) + "/" + shape).c_str(),
                                      BM_matvec, t, s.rows, s.cols, false, detail::q8_matvec_mode())
@@ -199,10 +201,12 @@ int register_all() {
         // Both Q8_0 strategies: integer dot products with quantized x, and
         // dequantizing the weights to f32 in registers.
         for (auto mode : {detail::Q8Dot::kInt8, detail::Q8Dot::kDequantF32}) {
-          benchmark::RegisterBenchmark(
-              ("matvec_q8_" + std::string(mode == detail::Q8Dot::kInt8 ? "int8" : "deq") + "/" + shape).c_str(),
-              BM_matvec, t, s.rows, s.cols, false, mode)
-              ->Apply(matvec_args)->UseRealTime();
+          matvec_args(benchmark::RegisterBenchmark(
+                          ("matvec_q8_" + std::string(mode == detail::Q8Dot::kInt8 ? "int8" : "deq") + "/" + shape)
+                              .c_str(),
+                          BM_matvec, t, s.rows, s.cols, false, mode)
+                          ->UseRealTime(),
+                      t);
         }
       }
       if (s.rows * s.cols <= 2048 * 2048) {

@@ -36,11 +36,13 @@ void set_q8_matvec_mode(Q8Dot mode);
 // Matvec software prefetch: each row of a pass prefetches this many bytes ahead
 // in its own row, continuing into the same row of the next passes past the row
 // end (the weights are then prefetched once each, this far ahead of use, for any
-// row length). 0 turns prefetching off (the kernels otherwise unchanged), for
-// benchmarks that compare. Not thread-safe: set before any concurrent use.
-constexpr size_t kDefaultMatvecPrefetchBytes = 2048;
-size_t matvec_prefetch_bytes();
-void set_matvec_prefetch_bytes(size_t bytes);
+// row length). Per dtype, as measured best with bench_linear matvec_pf_sweep.
+// 0 turns prefetching off (the kernels otherwise unchanged), for benchmarks that
+// compare. Not thread-safe: set before any concurrent use.
+constexpr size_t kDefaultMatvecPrefetchBytes = 1024;    // F32, F16, BF16 (8 rows per pass on AVX-512)
+constexpr size_t kDefaultMatvecPrefetchBytesQ8 = 4096;  // Q8_0 (4 rows per pass)
+size_t matvec_prefetch_bytes(DType t);
+void set_matvec_prefetch_bytes(DType t, size_t bytes);
 
 // x (n % 32 == 0) quantized per 32-block: q[i] = round(x[i] / d[b]) in
 // [-127, 127] (stored as int16), d[b] = max|x in block b| / 127.

@@ -317,3 +317,46 @@ TEST_CASE("bad shapes and pointers are rejected with qkv::Error") {
   CHECK_THROWS_AS(matvec_multi(same, ys, -1, x.data()), Error);
   CHECK_THROWS_AS(matvec_multi(nullptr, ys, 2, x.data()), Error);
 }
+
+TEST_CASE("matvec software prefetch changes no result, at any distance") {
+  // Prefetching only moves data into cache: every distance (0 = off) must give
+  // bit-identical results, including distances that wrap past a row's end into
+  // later passes, and rows whose byte length is not a multiple of a cache line.
+  size_t saved_prefetch[4];
+  for (DType t : kAllTypes) saved_prefetch[static_cast<int>(t)] = detail::matvec_prefetch_bytes(t);
+  const detail::Q8Dot saved_mode = detail::q8_matvec_mode();
+  for (DType t : kAllTypes) {
+    for (auto mode : {detail::Q8Dot::kInt8, detail::Q8Dot::kDequantF32}) {
+      if (t != DType::Q8_0 && mode == detail::Q8Dot::kDequantF32) continue;
+      detail::set_q8_matvec_mode(mode);
+      const std::vector<int64_t> cols_list =
+          t == DType::Q8_0 ? std::vector<int64_t>{32, 96, 608, 2048} : std::vector<int64_t>{33, 100, 577, 2048};
+      for (int64_t cols : cols_list) {
+        const int64_t rows = 79;  // passes of 8 (AVX-512 F32/F16/BF16) and 4 rows, then 3 single rows
+        CAPTURE(dtype_name(t));
+        CAPTURE(static_cast<int>(mode));
+        CAPTURE(cols);
+        const auto tm = make_matrix(t, rows, cols, static_cast<uint32_t>(cols));
+        const auto x = random_vec(static_cast<size_t>(cols), 5);
+        const size_t row_bytes = dtype_row_bytes(t, static_cast<size_t>(cols));
+        detail::set_matvec_prefetch_bytes(t, 0);
+        std::vector<float> off(static_cast<size_t>(rows));
+        with_threads(1, [&] { matvec(tm.m, x.data(), off.data()); });
+        if (mode == detail::Q8Dot::kDequantF32 || t != DType::Q8_0) check_result(tm, x, 1, off, 0.0);
+        for (size_t pf : {size_t{1}, size_t{64}, row_bytes - 1, row_bytes, 3 * row_bytes + 5,
+                          detail::kDefaultMatvecPrefetchBytes, detail::kDefaultMatvecPrefetchBytesQ8,
+                          size_t{1} << 20}) {
+          CAPTURE(pf);
+          detail::set_matvec_prefetch_bytes(t, pf);
+          std::vector<float> on(static_cast<size_t>(rows), NAN);
+          with_threads(1, [&] { matvec(tm.m, x.data(), on.data()); });
+          CHECK(on == off);
+        }
+      }
+    }
+  }
+  CHECK_THROWS_AS(detail::set_matvec_prefetch_bytes(DType::F16, (size_t{1} << 20) + 1), Error);
+  CHECK_THROWS_AS(detail::set_matvec_prefetch_bytes(static_cast<DType>(9), 0), Error);
+  for (DType t : kAllTypes) detail::set_matvec_prefetch_bytes(t, saved_prefetch[static_cast<int>(t)]);
+  detail::set_q8_matvec_mode(saved_mode);
+}
