@@ -13,6 +13,18 @@ scripts/setup.sh
 jobs=$(nproc)
 
 stage() { echo; echo "=== $*"; }
+passed=0
+# Runs ctest with the given arguments and adds its passed count to the total
+# (set -e stops the script on any failure, so failures never reach the summary).
+run_ctest() {
+  local log
+  log=$(mktemp)
+  ctest "$@" | tee "$log"
+  local n
+  n=$(sed -n 's/.*tests passed, 0 tests failed out of \([0-9]*\).*/\1/p' "$log" | tail -n 1)
+  rm -f "$log"
+  passed=$((passed + ${n:-0}))
+}
 # The doctest executables carrying a ctest label, from the Release build's registry.
 targets_with_label() {
   ctest --test-dir build -N -L "$1" | sed -n 's/^ *Test *#[0-9]*: \(test_[A-Za-z0-9_]*\)$/\1/p'
@@ -27,15 +39,18 @@ sanitized_stage() {
   [ -n "$targets" ] || { echo "no suites labelled $label"; return 1; }
   # shellcheck disable=SC2086
   cmake --build "$dir" -j"$jobs" --target $targets
-  ctest --test-dir "$dir" --output-on-failure -j"$jobs" -L "$label"
+  run_ctest --test-dir "$dir" --output-on-failure -j"$jobs" -L "$label"
 }
 
 stage "Release build + all tests"
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build -j"$jobs"
-ctest --test-dir build --output-on-failure -j"$jobs"
+run_ctest --test-dir build --output-on-failure -j"$jobs"
 
-[ "${QKV_TEST_QUICK:-0}" = 1 ] && exit 0
+if [ "${QKV_TEST_QUICK:-0}" = 1 ]; then
+  echo "$passed passed, 0 failed"
+  exit 0
+fi
 
 stage "AddressSanitizer + UBSan"
 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
@@ -48,3 +63,4 @@ stage "Kernels compiled for Highway's SCALAR target only"
 sanitized_stage build-scalar kernels -DQKV_SCALAR_ONLY=ON -DCMAKE_BUILD_TYPE=Release
 
 stage "all stages passed"
+echo "$passed passed, 0 failed"
