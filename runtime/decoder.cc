@@ -49,6 +49,9 @@ Decoder::Decoder(const Model& model, const DecoderOptions& options)
                 static_cast<int64_t>(model.layers.size()) == c.n_layers,
             "model configuration is inconsistent");
   ensure_rows(std::max<int64_t>(1, options.n_seqs));
+  // Logits are needed for one row per sequence of a step (a prefill keeps only
+  // its last token's), so they are sized by sequences, not by prefill rows.
+  logits_.resize(static_cast<size_t>(options.n_seqs * c.vocab_size));
 }
 
 void Decoder::ensure_rows(int64_t M) {
@@ -63,7 +66,6 @@ void Decoder::ensure_rows(int64_t M) {
   att_.resize(n * c.dim);
   hb_.resize(n * c.hidden_dim);
   hb2_.resize(n * c.hidden_dim);
-  logits_.resize(n * c.vocab_size);
   rows_ = M;
 }
 
