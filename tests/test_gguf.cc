@@ -4,6 +4,8 @@
 // crash or a huge allocation: this suite runs under ASan/UBSan).
 #include <doctest/doctest.h>
 
+#include "tests/error_matchers.h"
+
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -36,18 +38,7 @@ GGUFFile parse(const std::vector<uint8_t>& bytes, const std::string& name = "tes
   return GGUFFile::parse(bytes.data(), bytes.size(), name);
 }
 
-bool throws_with(const std::function<void()>& f, const std::string& needle) {
-  try {
-    f();
-  } catch (const Error& e) {
-    const std::string what = e.what();
-    if (what.find(needle) != std::string::npos) return true;
-    std::printf("error message lacks '%s': %s\n", needle.c_str(), what.c_str());
-    return false;
-  }
-  std::printf("no error (expected one mentioning '%s')\n", needle.c_str());
-  return false;
-}
+using test::throws_with;
 
 // Hand-built GGUF bytes, for files the writer would refuse to make.
 struct Raw {

@@ -4,6 +4,8 @@
 // malformed llama2.c checkpoints are clear errors.
 #include <doctest/doctest.h>
 
+#include "tests/error_matchers.h"
+
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -124,18 +126,7 @@ std::vector<uint8_t> llama2c_bytes(const Model& m) {
   return out;
 }
 
-bool throws_with(const std::function<void()>& f, const std::string& needle) {
-  try {
-    f();
-  } catch (const Error& e) {
-    const std::string what = e.what();
-    if (what.find(needle) != std::string::npos) return true;
-    std::printf("error message lacks '%s': %s\n", needle.c_str(), what.c_str());
-    return false;
-  }
-  std::printf("no error (expected one mentioning '%s')\n", needle.c_str());
-  return false;
-}
+using test::throws_with;
 
 ModelConfig small_config() {
   ModelConfig c = synthetic_preset("tiny");

@@ -4,6 +4,8 @@
 // streaming decode, and malformed tokenizer files.
 #include <doctest/doctest.h>
 
+#include "tests/error_matchers.h"
+
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -158,17 +160,7 @@ std::vector<uint8_t> small_tokenizer_bin(const std::vector<std::pair<std::string
   return out;
 }
 
-bool throws_with(const std::function<void()>& f, const std::string& needle) {
-  try {
-    f();
-  } catch (const Error& e) {
-    const std::string what = e.what();
-    if (what.find(needle) != std::string::npos) return true;
-    std::printf("error message lacks '%s': %s\n", needle.c_str(), what.c_str());
-    return false;
-  }
-  return false;
-}
+using test::throws_with;
 
 }  // namespace
 
