@@ -8,7 +8,8 @@
 // cache: row (b, h, i) of a view starts at
 //   data + b*batch_stride + h*head_stride + i*row_stride
 // and its d elements are contiguous. Q and out are f32 with strides in floats;
-// K and V are of any DType with strides in bytes (Q8_0 needs d % 32 == 0).
+// K and V are of one DType (the same for both) with strides in bytes (Q8_0
+// needs d % 32 == 0). Positions (q_pos0 and its per-batch form) are >= 0.
 #pragma once
 
 #include <cstddef>
@@ -78,7 +79,8 @@ struct AttentionOptions {
 void attention(const AttentionShape& shape, const QueryView& q, const KVView& k, const KVView& v,
                const AttentionMask& mask, const OutputView& out, const AttentionOptions& opts = {});
 
-// Scratch bytes the streaming kernel uses per thread for this shape (O(block), not O(Lq·Lk)).
+// Scratch bytes the streaming kernel uses per thread for this shape (O(block),
+// not O(Lq·Lk)), including the thread's share of a split-decode merge buffer.
 size_t attention_scratch_bytes_per_thread(const AttentionShape& shape, DType kv_type);
 
 // The scalar reference: fp64 accumulation, materialized scores, K/V decoded with
