@@ -30,9 +30,33 @@ double Sampler::next_uniform() {
   return static_cast<double>(z >> 11) * 0x1.0p-53;
 }
 
+// Temperature (and min-p, a threshold relative to the largest logit) need no
+// sorting: one pass for the normaliser, one for the draw in index order.
+int32_t Sampler::sample_unordered(const float* logits, int64_t n) {
+  const float top = logits[argmax(logits, n)];
+  const double inv_t = 1.0 / options_.temperature;
+  // p_i >= min_p * p_max  <=>  logit_i >= top + T * ln(min_p)
+  const double cut = options_.min_p > 0.0f ? top + options_.temperature * std::log(options_.min_p) : -INFINITY;
+  double total = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    if (logits[i] >= cut) total += std::exp((logits[i] - top) * inv_t);
+  }
+  double r = next_uniform() * total;
+  int32_t last = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    if (logits[i] < cut) continue;
+    last = static_cast<int32_t>(i);
+    r -= std::exp((logits[i] - top) * inv_t);
+    if (r < 0) return last;
+  }
+  return last;
+}
+
 int32_t Sampler::sample(float* logits, int64_t n) {
   QKV_CHECK(n >= 1 && logits != nullptr, "sampling needs at least one logit");
   if (options_.temperature <= 0.0f) return argmax(logits, n);
+  const bool needs_order = (options_.top_k > 0 && options_.top_k < n) || options_.top_p < 1.0f;
+  if (!needs_order) return sample_unordered(logits, n);
 
   // Candidates sorted by logit, cut to top-k.
   candidates_.resize(static_cast<size_t>(n));

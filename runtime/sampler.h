@@ -25,6 +25,7 @@ class Sampler {
 
  private:
   double next_uniform();  // [0, 1)
+  int32_t sample_unordered(const float* logits, int64_t n);
 
   SamplerOptions options_;
   uint64_t state_;
