@@ -132,6 +132,9 @@ void Decoder::forward(int64_t M, const int64_t* seqs, const int64_t* pos) {
   const ModelConfig& c = model_.config;
   const int64_t dim = c.dim, kv_dim = c.kv_dim(), hidden = c.hidden_dim;
   const bool one_sequence = M == 1 || seqs[0] == seqs[M - 1];
+  // Decode: each row's sequence length once its new token is stored (the same for every layer).
+  std::vector<int64_t> len(static_cast<size_t>(M));
+  for (int64_t m = 0; m < M; ++m) len[m] = pos[m] + 1;
 
   for (int64_t l = 0; l < c.n_layers; ++l) {
     const LayerWeights& w = model_.layers[l];
@@ -155,11 +158,7 @@ void Decoder::forward(int64_t M, const int64_t* seqs, const int64_t* pos) {
       cache_.store(l, seqs[0], pos[0], M, k_.data(), v_.data());
       attention_prefill(l, seqs[0], pos[0], M);
     } else {
-      std::vector<int64_t> len(M);
-      for (int64_t m = 0; m < M; ++m) {
-        cache_.store(l, seqs[m], pos[m], 1, &k_[m * kv_dim], &v_[m * kv_dim]);
-        len[m] = pos[m] + 1;
-      }
+      for (int64_t m = 0; m < M; ++m) cache_.store(l, seqs[m], pos[m], 1, &k_[m * kv_dim], &v_[m * kv_dim]);
       cache_.attend_decode(l, seqs, len.data(), M, c.n_heads, q_.data(), att_.data());
     }
     linear(w.wo, att_.data(), M, xb_.data());
