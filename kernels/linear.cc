@@ -1,15 +1,14 @@
 // Linear layers y = W·x for F32, F16, BF16 and Q8_0 weights.
 //
 // Decode (matvec) is memory bound: one templated Highway kernel converts weights
-// in registers and works on 4 output rows per pass (8 for F32/F16/BF16 with
-// AVX-512's 32 registers), so that many weight streams are in flight with
-// independent accumulators. The hardware prefetcher alone keeps too few reads in
-// flight for rows this short (a 576-wide F16 row is 18 cache lines), so each row
-// stream also prefetches ahead of itself in software (1-4 KB per row).
-// Small batches (matmul with M <= 16) decode 4 weight rows once into an f32
-// scratch that stays in L1/L2 and reuse them for every input, so a batch costs
-// about one read of the weights. Large batches (prefill) go to oneDNN
-// (kernels/gemm_onednn.cc).
+// in registers and works on 4 output rows per pass, with independent
+// accumulators. The 4 rows of a pass lie far apart, one in each quarter of the
+// thread's rows, and the passes walk down the quarters: each thread reads 4 long
+// sequential streams, the access pattern the hardware prefetcher follows best
+// (the machine probe reaches the DRAM bandwidth with just that). Each stream
+// also prefetches a little ahead of itself in software.
+// Small batches (matmul with M <= 16, batched decode) are kernels/matmul_small.cc;
+// large batches (prefill) go to oneDNN (kernels/gemm_onednn.cc).
 //
 // Threads: one OpenMP region per call; rows are split in contiguous ranges of
 // whole 4-row blocks, so every row is computed by the same code whatever the
@@ -20,6 +19,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -78,21 +78,6 @@ HWY_INLINE void PrefetchBytes(const uint8_t* p, size_t n) {
   }
 }
 
-// Each row of a pass prefetches its own stream: `prefetch` bytes further along
-// the row, continuing past the row's end in the same row of the following passes
-// (R rows each). Every line of the weights is then prefetched once, the same
-// distance ahead of its use whatever the row length.
-// This prefetches bytes [pos, pos + n) of that stream for the row at `row`
-// (n <= row_bytes, so at most one row end is crossed).
-HWY_INLINE void PrefetchRowStream(const uint8_t* row, size_t row_bytes, size_t rows_per_pass, size_t pos,
-                                  size_t n) {
-  const size_t passes_ahead = pos / row_bytes, off = pos % row_bytes;
-  const uint8_t* p = row + passes_ahead * rows_per_pass * row_bytes;
-  const size_t first = std::min(n, row_bytes - off);
-  PrefetchBytes(p + off, first);
-  if (first < n) PrefetchBytes(p + rows_per_pass * row_bytes, n - first);
-}
-
 HWY_INLINE float Q8Scale(const uint8_t* block) {
   uint16_t d;
   std::memcpy(&d, block, 2);  // blocks are 34 bytes: the scale may be unaligned
@@ -132,8 +117,8 @@ struct QuantizedX {
 };
 
 template <size_t R, bool kPrefetch>
-HWY_INLINE void DotRowsQ8Int(const uint8_t* HWY_RESTRICT w, size_t row_bytes, size_t cols, QuantizedX xq,
-                             size_t prefetch, float* HWY_RESTRICT y) {
+HWY_INLINE void DotRowsQ8Int(const uint8_t* HWY_RESTRICT w, size_t stride, size_t cols, QuantizedX xq,
+                             size_t prefetch, float* HWY_RESTRICT y, size_t ys) {
   const hn::CappedTag<int16_t, kQ8BlockSize> d16;  // a whole block per vector on AVX-512
   const hn::Rebind<int8_t, decltype(d16)> d8;
   const hn::Repartition<int32_t, decltype(d16)> d32;
@@ -148,15 +133,15 @@ HWY_INLINE void DotRowsQ8Int(const uint8_t* HWY_RESTRICT w, size_t row_bytes, si
     const size_t nb = std::min(kScaleGroup, blocks - g);
     for (size_t r = 0; r < R; ++r) {
       if (kPrefetch) {
-        PrefetchRowStream(w + r * row_bytes, row_bytes, R, g * sizeof(BlockQ8_0) + prefetch, nb * sizeof(BlockQ8_0));
+        PrefetchBytes(w + r * stride + g * sizeof(BlockQ8_0) + prefetch, nb * sizeof(BlockQ8_0));
       }
-      RowScales(w + r * row_bytes, g, nb, xq.d, scale[r]);
+      RowScales(w + r * stride, g, nb, xq.d, scale[r]);
     }
     for (size_t k = 0; k < nb; ++k) {
       const size_t b = g + k;
       const int16_t* HWY_RESTRICT xb = xq.q + b * kQ8BlockSize;
       for (size_t r = 0; r < R; ++r) {
-        const int8_t* qs = reinterpret_cast<const int8_t*>(w + r * row_bytes + b * sizeof(BlockQ8_0) + 2);
+        const int8_t* qs = reinterpret_cast<const int8_t*>(w + r * stride + b * sizeof(BlockQ8_0) + 2);
         auto s0 = hn::Zero(d32), s1 = hn::Zero(d32);
         for (size_t j = 0; j < kQ8BlockSize; j += N16) {
           s0 = hn::ReorderWidenMulAccumulate(d32, hn::PromoteTo(d16, hn::LoadU(d8, qs + j)),
@@ -167,14 +152,14 @@ HWY_INLINE void DotRowsQ8Int(const uint8_t* HWY_RESTRICT w, size_t row_bytes, si
       }
     }
   }
-  for (size_t r = 0; r < R; ++r) y[r] = hn::GetLane(hn::SumOfLanes(df, acc[r]));
+  for (size_t r = 0; r < R; ++r) y[r * ys] = hn::GetLane(hn::SumOfLanes(df, acc[r]));
 }
 
-// y[r] = dot(row r, x) for R consecutive rows starting at w; with kPrefetch,
-// each row stream prefetches `prefetch` bytes ahead.
+// y[r * ys] = dot(row r, x) for R rows `stride` bytes apart starting at w; with
+// kPrefetch, each row stream prefetches `prefetch` bytes ahead.
 template <DType T, size_t R, bool kPrefetch>
-HWY_INLINE void DotRows(const uint8_t* HWY_RESTRICT w, size_t row_bytes, size_t cols,
-                        const float* HWY_RESTRICT x, size_t prefetch, float* HWY_RESTRICT y) {
+HWY_INLINE void DotRows(const uint8_t* HWY_RESTRICT w, size_t stride, size_t cols,
+                        const float* HWY_RESTRICT x, size_t prefetch, float* HWY_RESTRICT y, size_t ys) {
   const DF df;
   const size_t N = hn::Lanes(df);
   VF acc[R];
@@ -190,16 +175,15 @@ HWY_INLINE void DotRows(const uint8_t* HWY_RESTRICT w, size_t row_bytes, size_t 
       const size_t nb = std::min(kScaleGroup, blocks - g);
       for (size_t r = 0; r < R; ++r) {
         if (kPrefetch) {
-          PrefetchRowStream(w + r * row_bytes, row_bytes, R, g * sizeof(BlockQ8_0) + prefetch,
-                            nb * sizeof(BlockQ8_0));
+          PrefetchBytes(w + r * stride + g * sizeof(BlockQ8_0) + prefetch, nb * sizeof(BlockQ8_0));
         }
-        RowScales(w + r * row_bytes, g, nb, nullptr, scale[r]);
+        RowScales(w + r * stride, g, nb, nullptr, scale[r]);
       }
       for (size_t k = 0; k < nb; ++k) {
         const size_t b = g + k;
         const float* HWY_RESTRICT xb = x + b * kQ8BlockSize;
         for (size_t r = 0; r < R; ++r) {
-          const int8_t* qs = reinterpret_cast<const int8_t*>(w + r * row_bytes + b * sizeof(BlockQ8_0) + 2);
+          const int8_t* qs = reinterpret_cast<const int8_t*>(w + r * stride + b * sizeof(BlockQ8_0) + 2);
           VF s = hn::Zero(df);
           for (size_t j = 0; j < kQ8BlockSize; j += N) {
             const VF q = hn::ConvertTo(df, hn::PromoteTo(di, hn::LoadU(d8, qs + j)));
@@ -209,51 +193,41 @@ HWY_INLINE void DotRows(const uint8_t* HWY_RESTRICT w, size_t row_bytes, size_t 
         }
       }
     }
-    for (size_t r = 0; r < R; ++r) y[r] = hn::GetLane(hn::SumOfLanes(df, acc[r]));
+    for (size_t r = 0; r < R; ++r) y[r * ys] = hn::GetLane(hn::SumOfLanes(df, acc[r]));
   } else {
     // Two column steps per iteration: 2R independent FMA chains.
     VF acc2[R];
     for (size_t r = 0; r < R; ++r) acc2[r] = hn::Zero(df);
     constexpr size_t kBytes = T == DType::F32 ? 4 : 2;  // per weight
     const size_t step_bytes = 2 * N * kBytes;
-    // Row 0's prefetch point in its stream (see PrefetchRowStream), kept
-    // incrementally: passes ahead, and position within the row.
-    size_t ahead_passes = 0, ahead_pos = 0;
-    if (kPrefetch && row_bytes != 0) {
-      ahead_passes = prefetch / row_bytes;
-      ahead_pos = prefetch % row_bytes;
-    }
     size_t i = 0;
     for (; i + 2 * N <= cols; i += 2 * N) {
       const VF x0 = hn::LoadU(df, x + i);
       const VF x1 = hn::LoadU(df, x + i + N);
       if (kPrefetch) {
-        // Once per line when a step reads whole lines (AVX2 F16 steps read half lines).
-        const uint8_t* ahead = w + ahead_passes * R * row_bytes + ahead_pos;
+        // A row's stream runs on into the next row (see InStreams), so the point
+        // `prefetch` bytes ahead is simply further along in memory. Once per line
+        // when a step reads whole lines (AVX2 F16 steps read half lines).
+        const uint8_t* ahead = w + i * kBytes + prefetch;
         for (size_t r = 0; r < R; ++r) {
-          for (size_t b = 0; b < step_bytes; b += 64) hwy::Prefetch(ahead + r * row_bytes + b);
-        }
-        ahead_pos += step_bytes;  // step_bytes <= row_bytes, so one wrap at most
-        if (ahead_pos >= row_bytes) {
-          ahead_pos -= row_bytes;
-          ++ahead_passes;
+          for (size_t b = 0; b < step_bytes; b += 64) hwy::Prefetch(ahead + r * stride + b);
         }
       }
       for (size_t r = 0; r < R; ++r) {
-        acc[r] = hn::MulAdd(LoadWeights<T>(df, w + r * row_bytes, i), x0, acc[r]);
-        acc2[r] = hn::MulAdd(LoadWeights<T>(df, w + r * row_bytes, i + N), x1, acc2[r]);
+        acc[r] = hn::MulAdd(LoadWeights<T>(df, w + r * stride, i), x0, acc[r]);
+        acc2[r] = hn::MulAdd(LoadWeights<T>(df, w + r * stride, i + N), x1, acc2[r]);
       }
     }
     for (; i + N <= cols; i += N) {
       const VF x0 = hn::LoadU(df, x + i);
       for (size_t r = 0; r < R; ++r) {
-        acc[r] = hn::MulAdd(LoadWeights<T>(df, w + r * row_bytes, i), x0, acc[r]);
+        acc[r] = hn::MulAdd(LoadWeights<T>(df, w + r * stride, i), x0, acc[r]);
       }
     }
     for (size_t r = 0; r < R; ++r) {
       float s = hn::GetLane(hn::SumOfLanes(df, hn::Add(acc[r], acc2[r])));
-      for (size_t j = i; j < cols; ++j) s += LoadWeight<T>(w + r * row_bytes, j) * x[j];
-      y[r] = s;
+      for (size_t j = i; j < cols; ++j) s += LoadWeight<T>(w + r * stride, j) * x[j];
+      y[r * ys] = s;
     }
   }
 }
@@ -283,9 +257,9 @@ HWY_INLINE __m512 GroupScalesVnni(const uint8_t* blocks, size_t nb, const float*
 }
 
 template <size_t R, bool kPrefetch>
-__attribute__((target("avx512vnni"))) void DotRowsQ8Vnni(const uint8_t* HWY_RESTRICT w, size_t row_bytes,
+__attribute__((target("avx512vnni"))) void DotRowsQ8Vnni(const uint8_t* HWY_RESTRICT w, size_t stride,
                                                           size_t cols, QuantizedX xq, size_t prefetch,
-                                                          float* HWY_RESTRICT y) {
+                                                          float* HWY_RESTRICT y, size_t ys) {
   static_assert(kScaleGroup == 16, "one gather per group of 16 scales");
   __m512 acc[R];
   float tail[R];
@@ -301,9 +275,9 @@ __attribute__((target("avx512vnni"))) void DotRowsQ8Vnni(const uint8_t* HWY_REST
     const size_t nb = std::min(kScaleGroup, blocks - g);
     __m512 sv[R];
     for (size_t r = 0; r < R; ++r) {
-      const uint8_t* group = w + r * row_bytes + g * sizeof(BlockQ8_0);
+      const uint8_t* group = w + r * stride + g * sizeof(BlockQ8_0);
       if (kPrefetch) {
-        PrefetchRowStream(w + r * row_bytes, row_bytes, R, g * sizeof(BlockQ8_0) + prefetch, nb * sizeof(BlockQ8_0));
+        PrefetchBytes(w + r * stride + g * sizeof(BlockQ8_0) + prefetch, nb * sizeof(BlockQ8_0));
       }
       sv[r] = GroupScalesVnni(group, nb, xq.d + g);
     }
@@ -314,7 +288,7 @@ __attribute__((target("avx512vnni"))) void DotRowsQ8Vnni(const uint8_t* HWY_REST
       const __m512i xv = _mm512_loadu_si512(xq.q8 + b * kQ8BlockSize);
       const __m512i corr = _mm512_loadu_si512(xq.corr + b * kQ8BlockSize / 4);
       for (size_t r = 0; r < R; ++r) {
-        const uint8_t* blk = w + r * row_bytes + b * sizeof(BlockQ8_0) + 2;
+        const uint8_t* blk = w + r * stride + b * sizeof(BlockQ8_0) + 2;
         const __m256i lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk));
         const __m256i hi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + sizeof(BlockQ8_0)));
         const __m512i wv = _mm512_xor_si512(_mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1), flip);
@@ -326,54 +300,61 @@ __attribute__((target("avx512vnni"))) void DotRowsQ8Vnni(const uint8_t* HWY_REST
       const size_t b = g + k;
       for (size_t r = 0; r < R; ++r) {
         _mm512_store_ps(scale[r], sv[r]);
-        const int8_t* qs = reinterpret_cast<const int8_t*>(w + r * row_bytes + b * sizeof(BlockQ8_0) + 2);
+        const int8_t* qs = reinterpret_cast<const int8_t*>(w + r * stride + b * sizeof(BlockQ8_0) + 2);
         int32_t s = 0;
         for (size_t j = 0; j < kQ8BlockSize; ++j) s += int32_t(qs[j]) * xq.q8[b * kQ8BlockSize + j];
         tail[r] += static_cast<float>(s) * scale[r][k];
       }
     }
   }
-  for (size_t r = 0; r < R; ++r) y[r] = _mm512_reduce_add_ps(acc[r]) + tail[r];
+  for (size_t r = 0; r < R; ++r) y[r * ys] = _mm512_reduce_add_ps(acc[r]) + tail[r];
 }
 #endif
+
+// Rows [r, r1) in passes of R rows that lie L = (r1 - r) / R rows apart: pass k
+// takes row k of each of R contiguous stretches. Each stretch is then read front
+// to back, so the pass's R weight streams are long and sequential, like a plain
+// array read (which the hardware prefetcher follows best), instead of R
+// neighbouring rows whose streams each end after one row. dot(row, stride, ys)
+// computes rows row, row + L, ... (stride = L rows in bytes, ys = L outputs).
+// Returns the first row left over (fewer than R).
+template <size_t R, class Dot>
+HWY_INLINE int64_t InStreams(int64_t r, int64_t r1, size_t row_bytes, const Dot& dot) {
+  const int64_t L = (r1 - r) / static_cast<int64_t>(R);
+  for (int64_t k = 0; k < L; ++k) dot(r + k, static_cast<size_t>(L) * row_bytes, static_cast<size_t>(L));
+  return r + static_cast<int64_t>(R) * L;
+}
 
 template <DType T, bool kPrefetch>
 void MatvecRangeT(const Matrix& W, const float* x, const QuantizedX* xq, size_t prefetch, float* y, int64_t r0,
                   int64_t r1) {
   const size_t cols = static_cast<size_t>(W.cols);
-  const size_t row_bytes = dtype_row_bytes(T, cols);
+  const size_t rb = dtype_row_bytes(T, cols);
   const uint8_t* base = static_cast<const uint8_t*>(W.data);
+  // 4 long streams per thread (InStreams), each continuing into its next row:
+  // measured faster than 4 or 8 neighbouring rows per pass (bench_linear,
+  // 1.3x at 5632x2048 F16 on 2 threads), and as many streams as the machine
+  // probe needs to reach the DRAM bandwidth. Rows left over go one at a time.
+  // Each row's arithmetic is the same whatever the pass, so results do not
+  // depend on where a thread's range starts.
   int64_t r = r0;
-  if (kPrefetch && r0 < r1) {
-    // The kernels prefetch `prefetch` bytes ahead of each row: request the
-    // range's first stretch up front too (about what the first pass's row
-    // streams cover before their prefetches take over) instead of waiting on
-    // each line of it.
-    const size_t range_bytes = static_cast<size_t>(r1 - r0) * row_bytes;
-    if (range_bytes > 0) PrefetchBytes(base + r0 * row_bytes, std::min(range_bytes, 8 * prefetch));
-  }
   if (T == DType::Q8_0 && xq != nullptr) {
 #if HWY_TARGET == HWY_AVX3_DL
-    for (; r + 4 <= r1; r += 4) {
-      DotRowsQ8Vnni<4, kPrefetch>(base + r * row_bytes, row_bytes, cols, *xq, prefetch, y + r);
-    }
-    for (; r < r1; ++r) DotRowsQ8Vnni<1, kPrefetch>(base + r * row_bytes, row_bytes, cols, *xq, prefetch, y + r);
+    r = InStreams<4>(r, r1, rb, [&](int64_t row, size_t stride, size_t ys) {
+      DotRowsQ8Vnni<4, kPrefetch>(base + row * rb, stride, cols, *xq, prefetch, y + row, ys);
+    });
+    for (; r < r1; ++r) DotRowsQ8Vnni<1, kPrefetch>(base + r * rb, rb, cols, *xq, prefetch, y + r, 1);
 #endif
-    for (; r + 4 <= r1; r += 4) {
-      DotRowsQ8Int<4, kPrefetch>(base + r * row_bytes, row_bytes, cols, *xq, prefetch, y + r);
-    }
-    for (; r < r1; ++r) DotRowsQ8Int<1, kPrefetch>(base + r * row_bytes, row_bytes, cols, *xq, prefetch, y + r);
+    r = InStreams<4>(r, r1, rb, [&](int64_t row, size_t stride, size_t ys) {
+      DotRowsQ8Int<4, kPrefetch>(base + row * rb, stride, cols, *xq, prefetch, y + row, ys);
+    });
+    for (; r < r1; ++r) DotRowsQ8Int<1, kPrefetch>(base + r * rb, rb, cols, *xq, prefetch, y + r, 1);
     return;
   }
-#if HWY_TARGET <= HWY_AVX3
-  // 32 vector registers hold 8 rows' accumulators: 8 weight streams in flight
-  // (measured faster than 4 for 576-wide F16 rows). Each row's arithmetic is
-  // the same whatever the rows per pass, so results do not depend on where a
-  // thread's range starts.
-  for (; r + 8 <= r1; r += 8) DotRows<T, 8, kPrefetch>(base + r * row_bytes, row_bytes, cols, x, prefetch, y + r);
-#endif
-  for (; r + 4 <= r1; r += 4) DotRows<T, 4, kPrefetch>(base + r * row_bytes, row_bytes, cols, x, prefetch, y + r);
-  for (; r < r1; ++r) DotRows<T, 1, kPrefetch>(base + r * row_bytes, row_bytes, cols, x, prefetch, y + r);
+  r = InStreams<4>(r, r1, rb, [&](int64_t row, size_t stride, size_t ys) {
+    DotRows<T, 4, kPrefetch>(base + row * rb, stride, cols, x, prefetch, y + row, ys);
+  });
+  for (; r < r1; ++r) DotRows<T, 1, kPrefetch>(base + r * rb, rb, cols, x, prefetch, y + r, 1);
 }
 
 template <DType T>
@@ -458,78 +439,6 @@ void RoundToBF16(const float* HWY_RESTRICT in, size_t n, uint16_t* HWY_RESTRICT 
   for (; i < n; ++i) out[i] = f32_to_bf16(in[i]);
 }
 
-// Dot products of R f32 rows (ld = cols) with MB inputs: Y[m*ldy + r].
-template <size_t R, size_t MB>
-HWY_INLINE void DotBlock(const float* const* HWY_RESTRICT w, const float* HWY_RESTRICT X,
-                         size_t cols, float* HWY_RESTRICT Y, size_t ldy) {
-  const DF df;
-  const size_t N = hn::Lanes(df);
-  VF acc[R][MB];
-  for (size_t r = 0; r < R; ++r)
-    for (size_t m = 0; m < MB; ++m) acc[r][m] = hn::Zero(df);
-  size_t i = 0;
-  for (; i + N <= cols; i += N) {
-    VF xv[MB];
-    for (size_t m = 0; m < MB; ++m) xv[m] = hn::LoadU(df, X + m * cols + i);
-    for (size_t r = 0; r < R; ++r) {
-      const VF wv = hn::LoadU(df, w[r] + i);
-      for (size_t m = 0; m < MB; ++m) acc[r][m] = hn::MulAdd(wv, xv[m], acc[r][m]);
-    }
-  }
-  for (size_t r = 0; r < R; ++r) {
-    for (size_t m = 0; m < MB; ++m) {
-      float s = hn::GetLane(hn::SumOfLanes(df, acc[r][m]));
-      for (size_t j = i; j < cols; ++j) s += w[r][j] * X[m * cols + j];
-      Y[m * ldy + r] = s;
-    }
-  }
-}
-
-// Inputs per pass: 4 rows x 4 inputs = 16 accumulators fit AVX-512's 32
-// registers; AVX2 and narrower have 16 registers, so 2 inputs.
-#if HWY_TARGET <= HWY_AVX3
-constexpr size_t kInputsPerPass = 4;
-#else
-constexpr size_t kInputsPerPass = 2;
-#endif
-
-template <size_t R>
-HWY_INLINE void RowsTimesInputs(const float* const* w, const float* X, size_t M, size_t cols,
-                                float* Y, size_t ldy) {
-  size_t m = 0;
-  for (; m + kInputsPerPass <= M; m += kInputsPerPass) {
-    DotBlock<R, kInputsPerPass>(w, X + m * cols, cols, Y + m * ldy, ldy);
-  }
-  for (; m < M; ++m) DotBlock<R, 1>(w, X + m * cols, cols, Y + m * ldy, ldy);
-}
-
-// Y[m][r] for rows [r0, r1), every m < M. Each block of 4 weight rows is decoded
-// once into scratch (4 * cols floats; unused for F32) and reused for all inputs.
-void MatmulSmallRange(const Matrix& W, const float* X, int64_t M, float* Y, int64_t r0, int64_t r1,
-                      float* scratch) {
-  const size_t cols = static_cast<size_t>(W.cols);
-  const size_t ldy = static_cast<size_t>(W.rows);
-  const size_t row_bytes = dtype_row_bytes(W.type, cols);
-  const uint8_t* base = static_cast<const uint8_t*>(W.data);
-  int64_t r = r0;
-  while (r < r1) {
-    const int64_t rows = std::min<int64_t>(4, r1 - r);
-    const float* w[4];
-    if (W.type == DType::F32) {
-      for (int64_t k = 0; k < rows; ++k) w[k] = reinterpret_cast<const float*>(base + (r + k) * row_bytes);
-    } else {
-      DecodeRows(W, r, r + rows, scratch);
-      for (int64_t k = 0; k < rows; ++k) w[k] = scratch + k * cols;
-    }
-    if (rows == 4) {
-      RowsTimesInputs<4>(w, X, static_cast<size_t>(M), cols, Y + r, ldy);
-    } else {
-      for (int64_t k = 0; k < rows; ++k) RowsTimesInputs<1>(w + k, X, static_cast<size_t>(M), cols, Y + r + k, ldy);
-    }
-    r += rows;
-  }
-}
-
 }  // namespace HWY_NAMESPACE
 }  // namespace qkv
 HWY_AFTER_NAMESPACE();
@@ -537,7 +446,6 @@ HWY_AFTER_NAMESPACE();
 #if HWY_ONCE
 namespace qkv {
 HWY_EXPORT(MatvecRange);
-HWY_EXPORT(MatmulSmallRange);
 HWY_EXPORT(DecodeRows);
 HWY_EXPORT(RoundToBF16);
 
@@ -545,9 +453,6 @@ namespace {
 
 // Rows are handed out in blocks of this many (the kernel's rows per pass).
 constexpr int64_t kRowBlock = 4;
-// Below this many weight bytes a call stays on one thread: waking the team
-// costs more than the work.
-constexpr size_t kMinParallelBytes = 64 * 1024;
 
 void check_matrix(const Matrix& W, const char* what) {
   QKV_CHECK(W.rows >= 0 && W.cols >= 0, what, ": negative shape ", W.rows, "x", W.cols);
@@ -565,15 +470,43 @@ size_t weight_bytes(const Matrix& W) {
   return static_cast<size_t>(W.rows) * dtype_row_bytes(W.type, static_cast<size_t>(W.cols));
 }
 
-// This thread's share [b0, b1) of n blocks split into `parts` near-equal parts.
-void split(int64_t n, int parts, int part, int64_t* b0, int64_t* b1) {
-  const int64_t base = n / parts, extra = n % parts;
-  *b0 = part * base + std::min<int64_t>(part, extra);
-  *b1 = *b0 + base + (part < extra ? 1 : 0);
-}
+// Smallest range of weights a thread takes at a time from a BlockQueue.
+constexpr size_t kMinChunkBytes = 64 * 1024;
+
+// Hands out ranges of n blocks to threads: large ranges first (half of what is
+// left, split between the threads), then smaller ones down to min_blocks, so a
+// thread slowed by a noisy neighbour or a late start just takes fewer instead of
+// holding up the others at the join. (A static split left the first thread
+// waiting ~15% of a decode step, measured with perf.) Which thread computes a
+// row does not change its result.
+class BlockQueue {
+ public:
+  BlockQueue(int64_t n, int threads, int64_t min_blocks)
+      : n_(n), threads_(std::max(1, threads)), min_(std::max<int64_t>(1, min_blocks)) {}
+
+  bool take(int64_t* b0, int64_t* b1) {
+    int64_t cur = next_.load(std::memory_order_relaxed);
+    for (;;) {
+      if (cur >= n_) return false;
+      const int64_t left = n_ - cur;
+      const int64_t chunk = threads_ == 1 ? left : std::min(left, std::max(min_, left / (2 * threads_)));
+      if (next_.compare_exchange_weak(cur, cur + chunk, std::memory_order_relaxed)) {
+        *b0 = cur;
+        *b1 = cur + chunk;
+        return true;
+      }
+    }
+  }
+
+ private:
+  const int64_t n_;
+  const int threads_;
+  const int64_t min_;
+  std::atomic<int64_t> next_{0};
+};
 
 bool go_parallel(size_t bytes) {
-  return !omp_in_parallel() && omp_get_max_threads() > 1 && bytes >= kMinParallelBytes;
+  return !omp_in_parallel() && omp_get_max_threads() > 1 && bytes >= detail::kMinParallelBytes;
 }
 
 }  // namespace
@@ -626,20 +559,25 @@ void matvec_multi(const Matrix* Ws, float* const* ys, int count, const float* x)
     xcorr = corr_buf.data();
   }
   auto* const kernel = HWY_DYNAMIC_DISPATCH(MatvecRange);
-  // The matrices' row blocks form one sequence, split contiguously over threads.
-#pragma omp parallel if (go_parallel(bytes))
+  // The matrices' row blocks form one sequence, handed out in shrinking ranges.
+  const int64_t min_blocks = std::max<int64_t>(
+      1, static_cast<int64_t>(kMinChunkBytes / std::max<size_t>(1, kRowBlock * dtype_row_bytes(Ws[0].type, static_cast<size_t>(Ws[0].cols)))));
+  const bool parallel = go_parallel(bytes);
+  BlockQueue queue(blocks, parallel ? omp_get_max_threads() : 1, min_blocks);
+#pragma omp parallel if (parallel)
   {
     int64_t b0, b1;
-    split(blocks, omp_get_num_threads(), omp_get_thread_num(), &b0, &b1);
-    int64_t first = 0;  // global index of matrix i's first block
-    for (int i = 0; i < count && b0 < b1; ++i) {
-      const int64_t nb = (Ws[i].rows + kRowBlock - 1) / kRowBlock;
-      const int64_t lo = std::max(b0, first), hi = std::min(b1, first + nb);
-      if (lo < hi) {
-        kernel(Ws[i], x, xq, xd, xq8, xcorr, detail::matvec_prefetch_bytes(Ws[i].type), ys[i],
-               (lo - first) * kRowBlock, std::min(Ws[i].rows, (hi - first) * kRowBlock));
+    while (queue.take(&b0, &b1)) {
+      int64_t first = 0;  // global index of matrix i's first block
+      for (int i = 0; i < count && first < b1; ++i) {
+        const int64_t nb = (Ws[i].rows + kRowBlock - 1) / kRowBlock;
+        const int64_t lo = std::max(b0, first), hi = std::min(b1, first + nb);
+        if (lo < hi) {
+          kernel(Ws[i], x, xq, xd, xq8, xcorr, detail::matvec_prefetch_bytes(Ws[i].type), ys[i],
+                 (lo - first) * kRowBlock, std::min(Ws[i].rows, (hi - first) * kRowBlock));
+        }
+        first += nb;
       }
-      first += nb;
     }
   }
 }
@@ -654,17 +592,7 @@ void matmul(const Matrix& W, const float* X, int64_t M, float* Y) {
   if (M > kMatmulSmallMaxM && !omp_in_parallel() && W.cols > 0) {
     return detail::matmul_onednn(W, X, M, Y);
   }
-  const int64_t blocks = (W.rows + kRowBlock - 1) / kRowBlock;
-  auto* const kernel = HWY_DYNAMIC_DISPATCH(MatmulSmallRange);
-#pragma omp parallel if (go_parallel(weight_bytes(W)))
-  {
-    int64_t b0, b1;
-    split(blocks, omp_get_num_threads(), omp_get_thread_num(), &b0, &b1);
-    if (b0 < b1) {
-      std::vector<float> scratch(W.type == DType::F32 ? 0 : kRowBlock * static_cast<size_t>(W.cols));
-      kernel(W, X, M, Y, b0 * kRowBlock, std::min(W.rows, b1 * kRowBlock), scratch.data());
-    }
-  }
+  detail::matmul_small(W, X, M, Y);
 }
 
 void matmul_reference(const Matrix& W, const float* X, int64_t M, float* Y) {

@@ -21,6 +21,14 @@ enum class GemmPrecision { kF32, kBF16 };
 // The precision matmul() uses for W's dtype (F32 weights always use kF32).
 GemmPrecision default_gemm_precision(DType t);
 
+// Below this many weight bytes a call stays on one thread: waking the team
+// costs more than the work.
+constexpr size_t kMinParallelBytes = 64 * 1024;
+
+// Y = X·Wᵀ for 2 <= M <= kMatmulSmallMaxM inputs (batched decode), Highway
+// kernels in kernels/matmul_small.cc; W and the pointers checked by the caller.
+void matmul_small(const Matrix& W, const float* X, int64_t M, float* Y);
+
 // Y = X·Wᵀ through oneDNN (M > 0, W checked by the caller, not inside a parallel region).
 void matmul_onednn(const Matrix& W, const float* X, int64_t M, float* Y);
 void matmul_onednn(const Matrix& W, const float* X, int64_t M, float* Y, GemmPrecision p);
@@ -33,14 +41,14 @@ Q8Dot q8_matvec_mode();
 // Not thread-safe: for tests and benchmarks, set before any concurrent use.
 void set_q8_matvec_mode(Q8Dot mode);
 
-// Matvec software prefetch: each row of a pass prefetches this many bytes ahead
-// in its own row, continuing into the same row of the next passes past the row
-// end (the weights are then prefetched once each, this far ahead of use, for any
-// row length). Per dtype, as measured best with bench_linear matvec_pf_sweep.
+// Matvec software prefetch: each row stream (see linear.cc) prefetches this many
+// bytes ahead of itself. Per dtype, as measured best with bench_linear
+// matvec_pf_sweep on 2 threads: F16 rows gain ~10% at 1 KB; Q8_0 rows, which
+// carry half the bytes per column, are best left to the hardware prefetcher.
 // 0 turns prefetching off (the kernels otherwise unchanged), for benchmarks that
 // compare. Not thread-safe: set before any concurrent use.
-constexpr size_t kDefaultMatvecPrefetchBytes = 1024;    // F32, F16, BF16 (8 rows per pass on AVX-512)
-constexpr size_t kDefaultMatvecPrefetchBytesQ8 = 4096;  // Q8_0 (4 rows per pass)
+constexpr size_t kDefaultMatvecPrefetchBytes = 1024;  // F32, F16, BF16
+constexpr size_t kDefaultMatvecPrefetchBytesQ8 = 0;   // Q8_0
 size_t matvec_prefetch_bytes(DType t);
 void set_matvec_prefetch_bytes(DType t, size_t bytes);
 
