@@ -146,14 +146,18 @@ void BM_matvec(benchmark::State& state, DType t, int64_t rows, int64_t cols, boo
 }
 
 // Flop rate of Y = X·Wᵀ for M inputs; `mode` 0 = matmul(), 1/2 = oneDNN in f32/bf16.
-void BM_matmul(benchmark::State& state, DType t, int64_t rows, int64_t cols, int mode) {
+// With `stream`, calls cycle through copies of W (>= kStreamBytes in all), so
+// the weights come from DRAM as in a model's decode step; otherwise one copy
+// (which for these shapes stays in the 32 MB L3 between calls).
+void BM_matmul(benchmark::State& state, DType t, int64_t rows, int64_t cols, int mode, bool stream = false) {
   const int64_t M = state.range(0);
   omp_set_num_threads(int(state.range(1)));
-  const Weights w = make_weights(t, rows, cols, 0);
+  const Weights w = make_weights(t, rows, cols, stream ? kStreamBytes : 0);
   const auto X = random_vec(size_t(M * cols));
   std::vector<float> Y(size_t(M * rows));
-  const Matrix m = w.matrix(0);
+  size_t i = 0;
   for (auto _ : state) {
+    const Matrix m = w.matrix(i++);
     if (mode == 0) matmul(m, X.data(), M, Y.data());
     else detail::matmul_onednn(m, X.data(), M, Y.data(),
                                mode == 1 ? detail::GemmPrecision::kF32 : detail::GemmPrecision::kBF16);
@@ -167,13 +171,15 @@ void BM_matmul(benchmark::State& state, DType t, int64_t rows, int64_t cols, int
 
 const struct { int64_t rows, cols; } kMatvecShapes[] = {
     {576, 576}, {1536, 576}, {32000, 576}, {2048, 2048}, {5632, 2048}, {32000, 2048}};
+const struct { int64_t rows, cols; } kMatmulSmallShapes[] = {{1536, 576}, {576, 1536}, {2048, 2048}, {5632, 2048}};
 constexpr DType kTypes[] = {DType::F32, DType::F16, DType::BF16, DType::Q8_0};
 
-// {threads, prefetch bytes}: 1 and 2 threads, prefetch off and at t's default.
+// {threads, prefetch bytes}: 1 and 2 threads, prefetch off and at t's default (if on).
 void matvec_args(benchmark::internal::Benchmark* b, DType t) {
   const int64_t def = int64_t(t == DType::Q8_0 ? detail::kDefaultMatvecPrefetchBytesQ8 : detail::kDefaultMatvecPrefetchBytes);
   for (int64_t threads : {1, 2}) {
-    for (int64_t pf : {int64_t{0}, def}) b->Args({threads, pf});
+    b->Args({threads, 0});
+    if (def != 0) b->Args({threads, def});
   }
 }
 
@@ -215,10 +221,22 @@ int register_all() {
             ->Args({1, 0})->UseRealTime();
       }
     }
+    // Small batches (batched decode, kernels/matmul_small.cc) on the 143M
+    // model's 576-wide shapes (gate/up, down) and the 1.1B's, from L3 and streamed.
+    for (const auto& s : kMatmulSmallShapes) {
+      const std::string shape = std::to_string(s.rows) + "x" + std::to_string(s.cols);
+      for (bool stream : {false, true}) {
+        auto* b = benchmark::RegisterBenchmark(
+            ((stream ? "matmul_small_stream/" : "matmul_small/") + std::string(dtype_name(t)) + "/" + shape).c_str(),
+            BM_matmul, t, s.rows, s.cols, 0, stream);
+        for (int64_t M : {2, 4, 8, 16}) b->Args({M, 2});
+        b->UseRealTime();
+      }
+    }
     for (const auto& s : {kMatvecShapes[3], kMatvecShapes[4]}) {
       const std::string shape = std::to_string(s.rows) + "x" + std::to_string(s.cols);
       auto* b = benchmark::RegisterBenchmark(("matmul/" + std::string(dtype_name(t)) + "/" + shape).c_str(),
-                                             BM_matmul, t, s.rows, s.cols, 0);
+                                             BM_matmul, t, s.rows, s.cols, 0, false);
       for (int64_t M : {1, 4, 16, 64, 256, 512}) b->Args({M, 2});
       b->UseRealTime();
       {
@@ -226,7 +244,7 @@ int register_all() {
         for (int mode : t == DType::F32 ? std::vector<int>{1} : std::vector<int>{1, 2}) {
           auto* o = benchmark::RegisterBenchmark(
               ("onednn_" + std::string(mode == 1 ? "f32" : "bf16") + "/" + dtype_name(t) + "/" + shape).c_str(),
-              BM_matmul, t, s.rows, s.cols, mode);
+              BM_matmul, t, s.rows, s.cols, mode, false);
           for (int64_t M : {8, 16, 64, 512}) o->Args({M, 2});
           o->UseRealTime();
         }

@@ -31,6 +31,7 @@
 #define HWY_TARGET_INCLUDE "kernels/linear.cc"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 #include "hwy/highway.h"
+#include "kernels/weights-inl.h"
 #include "hwy/cache_control.h"  // Prefetch
 
 HWY_BEFORE_NAMESPACE();
@@ -40,34 +41,6 @@ namespace hn = hwy::HWY_NAMESPACE;
 
 using DF = hn::ScalableTag<float>;
 using VF = hn::Vec<DF>;
-
-// Lanes(df) weights of a row starting at column i, converted to f32 (F32/F16/BF16).
-template <DType T>
-HWY_INLINE VF LoadWeights(DF df, const uint8_t* row, size_t i) {
-  if constexpr (T == DType::F32) {
-    return hn::LoadU(df, reinterpret_cast<const float*>(row) + i);
-  } else if constexpr (T == DType::F16) {
-    const hn::Rebind<hwy::float16_t, DF> dh;
-    return hn::PromoteTo(df, hn::LoadU(dh, reinterpret_cast<const hwy::float16_t*>(row) + i));
-  } else {
-    const hn::Rebind<hwy::bfloat16_t, DF> db;
-    return hn::PromoteTo(df, hn::LoadU(db, reinterpret_cast<const hwy::bfloat16_t*>(row) + i));
-  }
-}
-
-// One weight of a row, for the column tail (F32/F16/BF16).
-template <DType T>
-HWY_INLINE float LoadWeight(const uint8_t* row, size_t i) {
-  if constexpr (T == DType::F32) {
-    float v;
-    std::memcpy(&v, row + 4 * i, 4);
-    return v;
-  } else {
-    uint16_t h;
-    std::memcpy(&h, row + 2 * i, 2);
-    return T == DType::F16 ? f16_to_f32(h) : bf16_to_f32(h);
-  }
-}
 
 // Prefetches the cache lines holding bytes [p, p + n), n > 0. Prefetches never
 // fault, so addresses past the end of the weights are harmless.

@@ -1,19 +1,93 @@
 // Small-batch matmul (batched decode): Y[m][r] = dot(W[r], X[m]) for 2 <= M <=
-// kMatmulSmallMaxM inputs. One read of the weights serves every input: each
-// block of 4 weight rows is decoded once into an f32 scratch that stays in L1/L2
-// and reused for all inputs. Rows are split over threads in contiguous ranges of
-// whole 4-row blocks, so each row is computed by the same code on any thread.
+// kMatmulSmallMaxM inputs.
+//
+// At M = 16 every weight feeds 16 FMAs, so the work is compute bound and the
+// kernel must keep the FMA units busy while still reading each weight from
+// memory once per call:
+//  - Rows go in blocks of kRows, columns in chunks of up to kChunk. The inputs
+//    go in groups of up to kMaxInputs; a group times the block is a tile of
+//    kRows x group accumulators held in registers (24 of AVX-512's 32), so
+//    each weight load feeds `group` FMAs and each input load kRows FMAs.
+//  - The first group of a chunk converts the weights (F16/BF16/Q8_0 -> f32) in
+//    registers as it multiplies and leaves them in a scratch that the other
+//    groups read from L1: each weight is converted once per call, and the
+//    conversion overlaps the FMAs. F32 weights, and F16/BF16 weights when all
+//    inputs fit one group, are used straight from memory.
+//  - X is copied per call into chunk-major order with padded rows, so a
+//    chunk's inputs are one contiguous stretch (no 4 KB-stride rows competing
+//    for the same L1 sets) at compile-time offsets. Between chunks a tile's
+//    accumulators wait in a small buffer.
+//  - The accumulators (lanes along the columns) are summed horizontally with a
+//    transpose-add tree, one vector of sums per Lanes() accumulators, instead of
+//    a full horizontal reduction each (which costs as much as the dot products
+//    themselves on 576-wide rows).
+//  - The first group's tile also prefetches the weights of the next chunk (or
+//    the next block), spread over its steps, so the weight stream arrives from
+//    DRAM ahead of use.
+// Rows are split over threads in contiguous ranges of whole row blocks (the
+// remainder rows, fewer than a block, are the matrix's last rows), and each
+// output's arithmetic depends only on its row, M and the shape, so 1 and 2
+// threads give bit-identical results.
 #include <omp.h>
 
 #include <algorithm>
-#include <vector>
+#include <cstring>
+#include <type_traits>
 
 #include "kernels/linear_internal.h"
+
+// Target-independent layout of the inputs, shared by every target's kernel
+// and the threading code (this file is compiled once per target).
+#ifndef QKV_KERNELS_MATMUL_SMALL_SHARED_
+#define QKV_KERNELS_MATMUL_SMALL_SHARED_
+namespace qkv {
+namespace matmul_small {
+
+// At most this many columns per chunk. 1024 measured better than 256 or 512
+// (each chunk restarts every tile's accumulators, which costs as much as a few
+// column steps) and than whole rows of 2048 or more.
+constexpr size_t kChunk = 1024;
+
+// Columns per chunk: the row split into ceil(cols / kChunk) near-equal chunks
+// of whole 32-column blocks (1536 columns: 768 + 768, not 1024 + 512), so that
+// the next chunk, which each chunk prefetches, is about as long as this one.
+inline size_t ChunkWidth(size_t cols) {
+  const size_t n = std::max<size_t>(1, (cols + kChunk - 1) / kChunk);
+  return std::max<size_t>(32, ((cols + n - 1) / n + 31) / 32 * 32);
+}
+
+// X rearranged for the chunked path: chunk k (columns [k * width, ...)) of
+// input m at k * M * kXStride + m * kXStride. The inputs of a chunk are then
+// one contiguous stretch at compile-time offsets, and the padding keeps rows
+// whose stride is a multiple of 4 KB (2048-column inputs) from all falling
+// into the same L1 sets.
+constexpr size_t kXStride = kChunk + 64 / sizeof(float);
+
+inline size_t PackedXFloats(size_t M, size_t cols) {
+  const size_t width = ChunkWidth(cols);
+  return (cols + width - 1) / width * M * kXStride;
+}
+
+// X (M x cols) rearranged into chunks (see kXStride).
+inline void PackX(const float* X, size_t M, size_t cols, float* Xp) {
+  const size_t width = ChunkWidth(cols);
+  for (size_t c0 = 0; c0 < cols; c0 += width) {
+    const size_t n = std::min(cols, c0 + width) - c0;
+    float* chunk = Xp + (c0 / width) * M * kXStride;
+    for (size_t m = 0; m < M; ++m) std::memcpy(chunk + m * kXStride, X + m * cols + c0, n * sizeof(float));
+  }
+}
+
+}  // namespace matmul_small
+}  // namespace qkv
+#endif  // QKV_KERNELS_MATMUL_SMALL_SHARED_
 
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels/matmul_small.cc"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
+#include "hwy/aligned_allocator.h"
 #include "hwy/highway.h"
+#include "kernels/weights-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace qkv {
@@ -22,78 +96,387 @@ namespace hn = hwy::HWY_NAMESPACE;
 
 using DF = hn::ScalableTag<float>;
 using VF = hn::Vec<DF>;
+constexpr size_t kLanes = HWY_LANES(float);
 
-// Dot products of R f32 rows (ld = cols) with MB inputs: Y[m*ldy + r].
-template <size_t R, size_t MB>
-HWY_INLINE void DotBlock(const float* const* HWY_RESTRICT w, const float* HWY_RESTRICT X,
-                         size_t cols, float* HWY_RESTRICT Y, size_t ldy) {
+// Tile shape: kRows x kMaxInputs accumulators plus the group's inputs and one
+// weight vector must fit the register file (32 vectors on AVX-512, 16 below).
+#if HWY_TARGET <= HWY_AVX3
+// 6 x 4 measured faster than 4 x 6 (fewer input loads per FMA, and the
+// input loads come from L2 for long rows), and faster than 3 x 8 tiles that
+// convert the weights in registers in every group with no scratch (which run
+// at the FMA peak in isolation, but then load 8 inputs per step from L2).
+constexpr size_t kRows = 6;
+constexpr size_t kMaxInputs = 4;  // 24 accumulators + 4 inputs + 1 weight
+#elif HWY_TARGET == HWY_SCALAR
+constexpr size_t kRows = 4;
+constexpr size_t kMaxInputs = 4;
+#else
+constexpr size_t kRows = 4;
+constexpr size_t kMaxInputs = 2;  // 8 accumulators + 2 inputs + 1 weight
+#endif
+
+// Chunk widths are multiples of 32 (ChunkWidth), hence of every target's lanes
+// and of the Q8_0 block, so only the last chunk of a row can have a column tail.
+using matmul_small::kChunk;
+using matmul_small::kXStride;
+static_assert(kChunk % kQ8BlockSize == 0 && kChunk / kQ8BlockSize % kLanes == 0,
+              "chunks hold whole blocks, and whole vectors of block scales");
+
+// The f32 block scales of columns [c0, c1) of a Q8_0 row (c0, c1 multiples
+// of 32, c1 - c0 <= kChunk) through one vector f16 -> f32 conversion: a scalar
+// conversion per block would cost as much as the block's decoding.
+HWY_INLINE void ChunkScales(const uint8_t* HWY_RESTRICT row, size_t c0, size_t c1, float* HWY_RESTRICT scale) {
   const DF df;
-  const size_t N = hn::Lanes(df);
-  VF acc[R][MB];
-  for (size_t r = 0; r < R; ++r)
-    for (size_t m = 0; m < MB; ++m) acc[r][m] = hn::Zero(df);
-  size_t i = 0;
-  for (; i + N <= cols; i += N) {
+  const hn::Rebind<hwy::float16_t, DF> dh;
+  constexpr size_t kMaxBlocks = kChunk / kQ8BlockSize;
+  const size_t b0 = c0 / kQ8BlockSize, nb = (c1 - c0) / kQ8BlockSize;
+  HWY_ALIGN uint16_t half[kMaxBlocks] = {};
+  for (size_t k = 0; k < nb; ++k) std::memcpy(&half[k], row + (b0 + k) * sizeof(BlockQ8_0), 2);
+  for (size_t k = 0; k < kMaxBlocks; k += kLanes) {
+    hn::Store(hn::PromoteTo(df, hn::Load(dh, reinterpret_cast<const hwy::float16_t*>(half) + k)), df, scale + k);
+  }
+}
+
+// Lanes() weights of a row from column c0 + i as f32 (c0 a multiple of 32;
+// for Q8_0, scale holds the block scales from column c0 on). Exact: F16, BF16
+// and Q8_0's d * q are all representable in f32.
+template <DType T>
+HWY_INLINE VF DecodeWeights(DF df, const uint8_t* HWY_RESTRICT row, const float* HWY_RESTRICT scale, size_t c0,
+                            size_t i) {
+  if constexpr (T == DType::Q8_0) {
+    const hn::Rebind<int8_t, DF> d8;
+    const hn::Rebind<int32_t, DF> di;
+    const size_t col = c0 + i;
+    const int8_t* qs = reinterpret_cast<const int8_t*>(row + col / kQ8BlockSize * sizeof(BlockQ8_0) + 2) +
+                       col % kQ8BlockSize;
+    const VF q = hn::ConvertTo(df, hn::PromoteTo(di, hn::LoadU(d8, qs)));
+    return hn::Mul(hn::Set(df, scale[i / kQ8BlockSize]), q);
+  } else {
+    (void)scale;
+    return LoadWeights<T>(df, row, c0 + i);
+  }
+}
+
+// What a tile prefetches, spread over its steps: the weights needed next, R
+// row pieces of `bytes` bytes at p (row stride `stride`); p == nullptr: none.
+struct Prefetch {
+  const uint8_t* p;
+  size_t stride;
+  size_t bytes;
+};
+
+// acc[r][m] += w[r] . x[m] over columns [0, n) (n a multiple of Lanes), w[r]
+// the f32 weights at column i given by load(r, i); x rows at stride ldx. Each
+// step also prefetches the same span of the next piece of weights, spread
+// over the work so the loads stream in while the FMAs run.
+template <size_t R, size_t MB, size_t kLdx = 0, class LoadW>
+HWY_INLINE void TileSteps(const LoadW& load, const float* HWY_RESTRICT x, size_t ldx_runtime, size_t n,
+                          const Prefetch& pf, VF (&acc)[R][MB]) {
+  const DF df;
+  const size_t ldx = kLdx != 0 ? kLdx : ldx_runtime;
+  if (pf.p != nullptr && n != 0) {
+    const size_t step_bytes = (pf.bytes + n / kLanes - 1) / (n / kLanes);
+    for (size_t i = 0; i < n; i += kLanes) {
+      const size_t off = i / kLanes * step_bytes;
+      for (size_t r = 0; r < R; ++r) __builtin_prefetch(pf.p + r * pf.stride + off, 0, 3);
+      VF xv[MB];
+      for (size_t m = 0; m < MB; ++m) xv[m] = hn::LoadU(df, x + m * ldx + i);
+      for (size_t r = 0; r < R; ++r) {
+        const VF wv = load(r, i);
+        for (size_t m = 0; m < MB; ++m) acc[r][m] = hn::MulAdd(wv, xv[m], acc[r][m]);
+      }
+    }
+    return;
+  }
+  for (size_t i = 0; i < n; i += kLanes) {
     VF xv[MB];
-    for (size_t m = 0; m < MB; ++m) xv[m] = hn::LoadU(df, X + m * cols + i);
+    for (size_t m = 0; m < MB; ++m) xv[m] = hn::LoadU(df, x + m * ldx + i);
     for (size_t r = 0; r < R; ++r) {
-      const VF wv = hn::LoadU(df, w[r] + i);
+      const VF wv = load(r, i);
       for (size_t m = 0; m < MB; ++m) acc[r][m] = hn::MulAdd(wv, xv[m], acc[r][m]);
     }
   }
+}
+
+// Horizontal sums of Lanes() vectors at once: lane k of the result is the sum
+// of all lanes of v[k]. Pairs are added in a transpose tree (interleave 32-bit,
+// then 64-bit halves of each 128-bit block, then across blocks), Lanes() - 1
+// vector additions in all instead of a full reduction per vector.
+template <class D>
+HWY_INLINE hn::Vec<D> SumsOfLanes(D d, const hn::Vec<D>* HWY_RESTRICT v) {
+  constexpr size_t N = HWY_LANES(float);
+  static_assert(N == 1 || N == 4 || N == 8 || N == 16, "whole 128-bit blocks");
+#if HWY_TARGET == HWY_SCALAR
+  // One lane: nothing to add (and the SCALAR target has no interleave ops).
+  (void)d;
+  return v[0];
+#else
+  {
+    using V = hn::Vec<D>;
+    const hn::Repartition<double, D> dd;
+    // Level 1: lanes (in each block) [a0+a2, b0+b2, a1+a3, b1+b3] for a, b = v[2i], v[2i+1].
+    V s1[N / 2];
+    for (size_t i = 0; i < N / 2; ++i) {
+      s1[i] = hn::Add(hn::InterleaveLower(d, v[2 * i], v[2 * i + 1]), hn::InterleaveUpper(d, v[2 * i], v[2 * i + 1]));
+    }
+    // Level 2: lane k of each block holds that block's sum of v[4i + k].
+    V s2[N / 4];
+    for (size_t i = 0; i < N / 4; ++i) {
+      const auto a = hn::BitCast(dd, s1[2 * i]), b = hn::BitCast(dd, s1[2 * i + 1]);
+      s2[i] = hn::Add(hn::BitCast(d, hn::InterleaveLower(dd, a, b)), hn::BitCast(d, hn::InterleaveUpper(dd, a, b)));
+    }
+    if constexpr (N == 4) {
+      return s2[0];
+    } else if constexpr (N == 8) {
+      // Add the two blocks: lanes 0-3 sum v[0..3], lanes 4-7 sum v[4..7].
+      return hn::Add(hn::ConcatLowerLower(d, s2[1], s2[0]), hn::ConcatUpperUpper(d, s2[1], s2[0]));
+    } else {
+      // Add the two halves of (s2[0], s2[2]) and of (s2[1], s2[3]): blocks hold
+      // partial sums [P0, P0, P8, P8] and [P4, P4, P12, P12] (Pj: v[j..j+3]) ...
+      const V h0 = hn::Add(hn::ConcatLowerLower(d, s2[2], s2[0]), hn::ConcatUpperUpper(d, s2[2], s2[0]));
+      const V h1 = hn::Add(hn::ConcatLowerLower(d, s2[3], s2[1]), hn::ConcatUpperUpper(d, s2[3], s2[1]));
+      // ... then adjacent blocks, and pick blocks 0, 2 of h0 and 1, 3 of h1: [S0, S4, S8, S12].
+      return hn::OddEvenBlocks(hn::Add(h1, hn::SwapAdjacentBlocks(h1)), hn::Add(h0, hn::SwapAdjacentBlocks(h0)));
+    }
+  }
+#endif
+}
+
+// Writes a finished R x MB tile: Y[m * ldy + r] = sum of acc[r][m] + tail[r][m].
+template <size_t R, size_t MB>
+HWY_INLINE void StoreTile(const VF (&acc)[R][MB], const float (&tail)[R][MB], float* HWY_RESTRICT Y, size_t ldy) {
+  const DF df;
+  constexpr size_t kCount = R * MB;
+  constexpr size_t kGroups = (kCount + kLanes - 1) / kLanes;
+  VF flat[kGroups * kLanes];
+  for (size_t r = 0; r < R; ++r) {
+    for (size_t m = 0; m < MB; ++m) flat[r * MB + m] = acc[r][m];
+  }
+  for (size_t k = kCount; k < kGroups * kLanes; ++k) flat[k] = hn::Zero(df);
+  HWY_ALIGN float sums[kGroups * kLanes];
+  for (size_t g = 0; g < kGroups; ++g) hn::Store(SumsOfLanes(df, flat + g * kLanes), df, sums + g * kLanes);
+  for (size_t r = 0; r < R; ++r) {
+    for (size_t m = 0; m < MB; ++m) Y[m * ldy + r] = sums[r * MB + m] + tail[r][m];
+  }
+}
+
+// Q8_0 block scales of one row's chunk.
+constexpr size_t kScalesPerRow = kChunk / kQ8BlockSize;
+
+// What one block of R rows works on.
+struct BlockArgs {
+  const uint8_t* w;    // the block's first row
+  size_t row_bytes;    // row stride of W
+  size_t cols;
+  size_t chunk;        // columns per chunk (ChunkWidth)
+  const float* X;      // M x cols, row stride cols
+  const float* Xp;     // X rearranged by chunks (chunked path only)
+  size_t M;
+  float* Y;            // the block's first output of input 0 (row stride ldy)
+  size_t ldy;
+  float* scratch;      // kRows x kXStride floats, vector aligned: one decoded chunk
+  float* saved;        // kRows * kMatmulSmallMaxM vectors, vector aligned: accumulators between chunks
+  const uint8_t* next; // the weights of the block after this one (prefetched during this one)
+};
+
+// Column tail (cols % Lanes, F32/F16/BF16 only): summed in scalar from the raw rows.
+template <DType T, size_t R, size_t MB>
+HWY_INLINE void TailSums(const BlockArgs& a, const float* X, size_t from, float (&tail)[R][MB]) {
   for (size_t r = 0; r < R; ++r) {
     for (size_t m = 0; m < MB; ++m) {
-      float s = hn::GetLane(hn::SumOfLanes(df, acc[r][m]));
-      for (size_t j = i; j < cols; ++j) s += w[r][j] * X[m * cols + j];
-      Y[m * ldy + r] = s;
+      float s = 0.0f;
+      if constexpr (T != DType::Q8_0) {
+        for (size_t j = from; j < a.cols; ++j) s += LoadWeight<T>(a.w + r * a.row_bytes, j) * X[m * a.cols + j];
+      }
+      tail[r][m] = s;
     }
   }
 }
 
-// Inputs per pass: 4 rows x 4 inputs = 16 accumulators fit AVX-512's 32
-// registers; AVX2 and narrower have 16 registers, so 2 inputs.
-#if HWY_TARGET <= HWY_AVX3
-constexpr size_t kInputsPerPass = 4;
-#else
-constexpr size_t kInputsPerPass = 2;
-#endif
-
-template <size_t R>
-HWY_INLINE void RowsTimesInputs(const float* const* w, const float* X, size_t M, size_t cols,
-                                float* Y, size_t ldy) {
-  size_t m = 0;
-  for (; m + kInputsPerPass <= M; m += kInputsPerPass) {
-    DotBlock<R, kInputsPerPass>(w, X + m * cols, cols, Y + m * ldy, ldy);
-  }
-  for (; m < M; ++m) DotBlock<R, 1>(w, X + m * cols, cols, Y + m * ldy, ldy);
+// One group of MB inputs (X, Y offset to the group) times the block, all
+// columns at once: F32 rows in place, or F16/BF16 converted in registers.
+template <DType T, size_t R, size_t MB>
+HWY_INLINE void GroupDirect(const BlockArgs& a, const float* X, float* Y, bool prefetch) {
+  const DF df;
+  VF acc[R][MB];
+  for (size_t r = 0; r < R; ++r)
+    for (size_t m = 0; m < MB; ++m) acc[r][m] = hn::Zero(df);
+  const size_t body = a.cols / kLanes * kLanes;
+  const uint8_t* w = a.w;
+  const size_t stride = a.row_bytes;
+  const auto load = [&](size_t r, size_t i) HWY_ATTR { return LoadWeights<T>(df, w + r * stride, i); };
+  TileSteps<R, MB>(load, X, a.cols, body, Prefetch{prefetch ? a.next : nullptr, stride, stride}, acc);
+  float tail[R][MB];
+  TailSums<T, R, MB>(a, X, body, tail);
+  StoreTile<R, MB>(acc, tail, Y, a.ldy);
 }
 
-// Y[m][r] for rows [r0, r1), every m < M. Each block of 4 weight rows is decoded
-// once into scratch (4 * cols floats; unused for F32) and reused for all inputs.
-void MatmulSmallRange(const Matrix& W, const float* X, int64_t M, float* Y, int64_t r0, int64_t r1,
-                      float* scratch) {
-  const size_t cols = static_cast<size_t>(W.cols);
-  const size_t ldy = static_cast<size_t>(W.rows);
-  const size_t row_bytes = dtype_row_bytes(W.type, cols);
+// One group of MB inputs (Xc: their chunk in Xp) times decoded columns
+// [c0, c1) in scratch; the accumulators start from (and, unless this is the
+// last chunk, return to) saved, or from zero on the first chunk.
+template <DType T, size_t R, size_t MB, bool kDecode>
+HWY_INLINE void GroupChunk(const BlockArgs& a, const float* Xc, size_t m0, float* HWY_RESTRICT saved, size_t c0,
+                           size_t c1, const float* HWY_RESTRICT scales, const Prefetch& pf) {
+  const DF df;
+  VF acc[R][MB];
+  for (size_t r = 0; r < R; ++r) {
+    for (size_t m = 0; m < MB; ++m) acc[r][m] = c0 == 0 ? hn::Zero(df) : hn::Load(df, saved + (r * MB + m) * kLanes);
+  }
+  const size_t body = (c1 - c0) / kLanes * kLanes;
+  float* HWY_RESTRICT w = a.scratch;
+  if constexpr (kDecode) {
+    // The chunk's first group converts the weights in registers as it goes
+    // and leaves them in scratch for the others, so the conversion overlaps
+    // the FMAs instead of running as a pass of its own.
+    const uint8_t* HWY_RESTRICT raw = a.w;
+    const size_t stride = a.row_bytes;
+    const auto load = [&](size_t r, size_t i) HWY_ATTR {
+      const VF v = DecodeWeights<T>(df, raw + r * stride, scales + r * kScalesPerRow, c0, i);
+      hn::Store(v, df, w + r * kXStride + i);
+      return v;
+    };
+    TileSteps<R, MB, kXStride>(load, Xc, kXStride, body, pf, acc);
+  } else {
+    (void)scales;
+    const auto load = [&](size_t r, size_t i) HWY_ATTR { return hn::Load(df, w + r * kXStride + i); };
+    TileSteps<R, MB, kXStride>(load, Xc, kXStride, body, pf, acc);
+  }
+  if (c1 < a.cols) {
+    for (size_t r = 0; r < R; ++r)
+      for (size_t m = 0; m < MB; ++m) hn::Store(acc[r][m], df, saved + (r * MB + m) * kLanes);
+    return;
+  }
+  float tail[R][MB];
+  TailSums<T, R, MB>(a, a.X + m0 * a.cols, c0 + body, tail);
+  StoreTile<R, MB>(acc, tail, a.Y + m0 * a.ldy, a.ldy);
+}
+
+template <size_t MB>
+using InputsTag = std::integral_constant<size_t, MB>;
+
+// Calls f(InputsTag<mb>()) for a run-time group size 1 <= mb <= kMaxInputs.
+template <class F>
+HWY_INLINE void WithGroupSize(size_t mb, const F& f) {
+  switch (mb) {
+    case 1: return f(InputsTag<1>());
+    case 2: return f(InputsTag<2>());
+    case 3: if constexpr (kMaxInputs >= 3) return f(InputsTag<3>()); break;
+    case 4: if constexpr (kMaxInputs >= 4) return f(InputsTag<4>()); break;
+    case 5: if constexpr (kMaxInputs >= 5) return f(InputsTag<5>()); break;
+    case 6: if constexpr (kMaxInputs >= 6) return f(InputsTag<6>()); break;
+  }
+}
+static_assert(kMaxInputs >= 2 && kMaxInputs <= 6, "WithGroupSize covers 1..6 inputs per group");
+
+// The M inputs split into ceil(M / kMaxInputs) groups of near-equal size (16
+// on AVX-512: 6, 5, 5): calls f(first input, group size, group index) for each.
+template <class F>
+HWY_INLINE void ForEachGroup(size_t M, const F& f) {
+  const size_t groups = (M + kMaxInputs - 1) / kMaxInputs;
+  size_t m0 = 0;
+  for (size_t g = 0; g < groups; ++g) {
+    const size_t mb = M / groups + (g < M % groups ? 1 : 0);
+    f(m0, mb, g);
+    m0 += mb;
+  }
+}
+
+// Whether Block decodes the weights into scratch (and reads X from Xp): when
+// there is more than one group of inputs to reuse them, and always for Q8_0.
+template <DType T>
+HWY_INLINE bool Chunked(size_t M) {
+  return T == DType::Q8_0 || (T != DType::F32 && M > kMaxInputs);
+}
+
+// Y for a block of R rows and all M inputs.
+template <DType T, size_t R>
+HWY_INLINE void Block(const BlockArgs& a) {
+  if constexpr (T != DType::Q8_0) {
+    if (!Chunked<T>(a.M)) {
+      ForEachGroup(a.M, [&](size_t m0, size_t mb, size_t g) {
+        WithGroupSize(mb, [&](auto tag) {
+          // F32 rows (twice the bytes per FMA) measured faster without it.
+          GroupDirect<T, R, decltype(tag)::value>(a, a.X + m0 * a.cols, a.Y + m0 * a.ldy,
+                                                  g == 0 && T != DType::F32);
+        });
+      });
+      return;
+    }
+  }
+  for (size_t c0 = 0; c0 < a.cols; c0 += a.chunk) {
+    const size_t c1 = std::min(a.cols, c0 + a.chunk);
+    HWY_ALIGN float scales[R * kScalesPerRow];
+    if constexpr (T == DType::Q8_0) {
+      for (size_t r = 0; r < R; ++r) ChunkScales(a.w + r * a.row_bytes, c0, c1, scales + r * kScalesPerRow);
+    }
+    // The first group prefetches the next chunk of these rows, or after the
+    // last chunk the first chunk of the next block.
+    const bool last = c1 == a.cols;
+    const uint8_t* next = last ? a.next : a.w + dtype_row_bytes(T, c1);
+    const size_t next_bytes = dtype_row_bytes(T, last ? std::min(a.cols, a.chunk) : std::min(a.cols, c1 + a.chunk) - c1);
+    const float* Xc = a.Xp + (c0 / a.chunk) * a.M * kXStride;
+    float* saved = a.saved;
+    ForEachGroup(a.M, [&](size_t m0, size_t mb, size_t g) {
+      WithGroupSize(mb, [&](auto tag) {
+        constexpr size_t MB = decltype(tag)::value;
+        const Prefetch pf{g == 0 ? next : nullptr, a.row_bytes, next_bytes};
+        if (g == 0) {
+          GroupChunk<T, R, MB, true>(a, Xc + m0 * kXStride, m0, saved, c0, c1, scales, pf);
+        } else {
+          GroupChunk<T, R, MB, false>(a, Xc + m0 * kXStride, m0, saved, c0, c1, scales, pf);
+        }
+        saved += R * MB * kLanes;
+      });
+    });
+  }
+}
+
+template <DType T>
+void MatmulRangeT(const Matrix& W, const float* X, const float* Xp, size_t M, float* Y, int64_t r0, int64_t r1) {
+  HWY_ALIGN float scratch[kRows * kXStride];
+  HWY_ALIGN float saved[kRows * kMatmulSmallMaxM * kLanes];
+  BlockArgs a;
+  a.cols = static_cast<size_t>(W.cols);
+  a.row_bytes = dtype_row_bytes(T, a.cols);
+  a.X = X;
+  a.Xp = Xp;
+  a.M = M;
+  a.ldy = static_cast<size_t>(W.rows);
+  a.scratch = scratch;
+  a.saved = saved;
+  a.chunk = matmul_small::ChunkWidth(a.cols);
   const uint8_t* base = static_cast<const uint8_t*>(W.data);
+  const size_t block_bytes = kRows * a.row_bytes;
   int64_t r = r0;
-  while (r < r1) {
-    const int64_t rows = std::min<int64_t>(4, r1 - r);
-    const float* w[4];
-    if (W.type == DType::F32) {
-      for (int64_t k = 0; k < rows; ++k) w[k] = reinterpret_cast<const float*>(base + (r + k) * row_bytes);
-    } else {
-      detail::decode_rows_f32(W, r, r + rows, scratch);
-      for (int64_t k = 0; k < rows; ++k) w[k] = scratch + k * cols;
-    }
-    if (rows == 4) {
-      RowsTimesInputs<4>(w, X, static_cast<size_t>(M), cols, Y + r, ldy);
-    } else {
-      for (int64_t k = 0; k < rows; ++k) RowsTimesInputs<1>(w + k, X, static_cast<size_t>(M), cols, Y + r + k, ldy);
-    }
-    r += rows;
+  for (; r + static_cast<int64_t>(kRows) <= r1; r += kRows) {
+    a.w = base + r * a.row_bytes;
+    a.Y = Y + r;
+    a.next = a.w + block_bytes;  // the rows of a block are contiguous
+    Block<T, kRows>(a);
+  }
+  for (; r < r1; ++r) {  // the matrix's last rows, fewer than a block
+    a.w = base + r * a.row_bytes;
+    a.Y = Y + r;
+    a.next = nullptr;
+    Block<T, 1>(a);
   }
 }
+
+// Y[m][r] for rows [r0, r1) (r0 a multiple of kRows) and every m < M; Xp is
+// X packed by matmul_small::PackX (used unless W is F32).
+void MatmulSmallRange(const Matrix& W, const float* X, const float* Xp, int64_t M, float* Y, int64_t r0,
+                      int64_t r1) {
+  const size_t m = static_cast<size_t>(M);
+  switch (W.type) {
+    case DType::F32: return MatmulRangeT<DType::F32>(W, X, Xp, m, Y, r0, r1);
+    case DType::F16: return MatmulRangeT<DType::F16>(W, X, Xp, m, Y, r0, r1);
+    case DType::BF16: return MatmulRangeT<DType::BF16>(W, X, Xp, m, Y, r0, r1);
+    case DType::Q8_0: return MatmulRangeT<DType::Q8_0>(W, X, Xp, m, Y, r0, r1);
+  }
+}
+
+// Rows per block for this target (threads split the rows in whole blocks).
+int64_t MatmulSmallRows() { return static_cast<int64_t>(kRows); }
 
 }  // namespace HWY_NAMESPACE
 }  // namespace qkv
@@ -102,22 +485,42 @@ HWY_AFTER_NAMESPACE();
 #if HWY_ONCE
 namespace qkv {
 HWY_EXPORT(MatmulSmallRange);
+HWY_EXPORT(MatmulSmallRows);
 
 namespace detail {
 
 void matmul_small(const Matrix& W, const float* X, int64_t M, float* Y) {
-  constexpr int64_t kRowBlock = 4;
-  const int64_t blocks = (W.rows + kRowBlock - 1) / kRowBlock;
-  const size_t bytes = static_cast<size_t>(W.rows) * dtype_row_bytes(W.type, static_cast<size_t>(W.cols));
+  if (W.cols == 0) {  // empty dot products
+    std::fill(Y, Y + M * W.rows, 0.0f);
+    return;
+  }
+  const int64_t block = HWY_DYNAMIC_DISPATCH(MatmulSmallRows)();
+  const int64_t blocks = (W.rows + block - 1) / block;
+  const size_t cols = static_cast<size_t>(W.cols);
+  const size_t bytes = static_cast<size_t>(W.rows) * dtype_row_bytes(W.type, cols);
   auto* const kernel = HWY_DYNAMIC_DISPATCH(MatmulSmallRange);
 #pragma omp parallel if (!omp_in_parallel() && omp_get_max_threads() > 1 && bytes >= kMinParallelBytes)
   {
+    // Each thread packs its own copy of X: M x cols floats against its share
+    // of rows x M x cols FMAs, and no thread waits for another.
+    static thread_local hwy::AlignedFreeUniquePtr<float[]> packed;
+    static thread_local size_t packed_size = 0;
+    const float* Xp = nullptr;
+    if (W.type != DType::F32) {
+      const size_t need = matmul_small::PackedXFloats(static_cast<size_t>(M), cols);
+      if (need > packed_size) {
+        packed = hwy::AllocateAligned<float>(need);
+        packed_size = need;
+      }
+      matmul_small::PackX(X, static_cast<size_t>(M), cols, packed.get());
+      Xp = packed.get();
+    }
+    // One contiguous range of whole row blocks per thread: every row is
+    // computed by the same code whichever thread has it. (Handing out smaller
+    // pieces dynamically measured no better end to end.)
     const int parts = omp_get_num_threads(), part = omp_get_thread_num();
     const int64_t b0 = blocks * part / parts, b1 = blocks * (part + 1) / parts;
-    if (b0 < b1) {
-      std::vector<float> scratch(W.type == DType::F32 ? 0 : kRowBlock * static_cast<size_t>(W.cols));
-      kernel(W, X, M, Y, b0 * kRowBlock, std::min(W.rows, b1 * kRowBlock), scratch.data());
-    }
+    if (b0 < b1) kernel(W, X, Xp, M, Y, b0 * block, std::min(W.rows, b1 * block));
   }
 }
 
