@@ -25,78 +25,10 @@
 #include "kernels/error.h"
 #include "kernels/linear.h"
 #include "kernels/linear_internal.h"
+#include "tests/linear_fixture.h"
 
 using namespace qkv;
-
-namespace {
-
-constexpr DType kAllTypes[] = {DType::F32, DType::F16, DType::BF16, DType::Q8_0};
-
-struct TestMatrix {
-  std::vector<uint8_t> bytes;
-  std::vector<float> decoded;  // the exact f32 values the kernels must use
-  Matrix m;
-};
-
-TestMatrix make_matrix(DType t, int64_t rows, int64_t cols, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-  TestMatrix tm;
-  const size_t rb = dtype_row_bytes(t, static_cast<size_t>(cols));
-  tm.bytes.resize(rb * static_cast<size_t>(rows) + 1);  // +1 so data() is never null for empty shapes
-  tm.decoded.resize(static_cast<size_t>(rows * cols));
-  std::vector<float> row(static_cast<size_t>(cols));
-  for (int64_t r = 0; r < rows; ++r) {
-    // Rows of different magnitudes, so a mixed-up row or block scale shows.
-    const float scale = std::ldexp(1.0f, static_cast<int>(r % 7) - 3);
-    for (auto& v : row) v = u(rng) * scale;
-    encode_row(t, row.data(), static_cast<size_t>(cols), tm.bytes.data() + r * rb);
-    decode_row(t, tm.bytes.data() + r * rb, static_cast<size_t>(cols), tm.decoded.data() + r * cols);
-  }
-  tm.m = Matrix{tm.bytes.data(), t, rows, cols};
-  return tm;
-}
-
-std::vector<float> random_vec(size_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> u(-2.0f, 2.0f);
-  std::vector<float> v(n);
-  for (auto& x : v) x = u(rng);
-  return v;
-}
-
-// Checks Y (M x rows) against the fp64 reference with the bound described above.
-void check_result(const TestMatrix& tm, const std::vector<float>& X, int64_t M, const std::vector<float>& Y,
-                  double extra_rel) {
-  const int64_t rows = tm.m.rows, cols = tm.m.cols;
-  std::vector<float> ref(static_cast<size_t>(M * rows));
-  matmul_reference(tm.m, X.data(), M, ref.data());
-  const double gamma = (cols + 4) * 0x1p-24 + extra_rel;
-  int bad = 0;
-  for (int64_t m = 0; m < M; ++m) {
-    for (int64_t r = 0; r < rows; ++r) {
-      double abs_sum = 0;
-      for (int64_t i = 0; i < cols; ++i) abs_sum += std::fabs(double(tm.decoded[r * cols + i]) * X[m * cols + i]);
-      const double err = std::fabs(double(Y[m * rows + r]) - ref[m * rows + r]);
-      if (!(err <= gamma * abs_sum) && bad++ < 5) {
-        FAIL_CHECK("m=", m, " r=", r, " got ", Y[m * rows + r], " want ", ref[m * rows + r], " err ", err,
-                   " bound ", gamma * abs_sum);
-      }
-    }
-  }
-  CHECK(bad == 0);
-}
-
-// Runs f with OpenMP limited to n threads, restoring the previous limit.
-template <typename F>
-void with_threads(int n, F f) {
-  const int old = omp_get_max_threads();
-  omp_set_num_threads(n);
-  f();
-  omp_set_num_threads(old);
-}
-
-}  // namespace
+using namespace qkv::testing;
 
 TEST_CASE("matmul_reference on a hand-computed case") {
   const float w[6] = {1, 2, 3, -4, 5, -6};

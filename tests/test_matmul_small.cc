@@ -25,90 +25,20 @@
 #include "kernels/dtype.h"
 #include "kernels/linear.h"
 #include "kernels/linear_internal.h"
+#include "tests/linear_fixture.h"
 
 using namespace qkv;
-
-namespace {
-
-struct Weights {
-  std::vector<uint8_t> bytes;
-  std::vector<float> decoded;  // the exact values the kernel must multiply by
-  Matrix m;
-};
-
-Weights make_weights(DType t, int64_t rows, int64_t cols, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-  Weights w;
-  const size_t rb = dtype_row_bytes(t, static_cast<size_t>(cols));
-  w.bytes.resize(rb * static_cast<size_t>(rows));
-  w.decoded.resize(static_cast<size_t>(rows * cols));
-  std::vector<float> row(static_cast<size_t>(cols));
-  for (int64_t r = 0; r < rows; ++r) {
-    // Each row with its own magnitude, so outputs landing in the wrong row show.
-    const float scale = std::ldexp(1.0f, static_cast<int>(r % 5) - 2);
-    for (auto& v : row) v = u(rng) * scale;
-    encode_row(t, row.data(), static_cast<size_t>(cols), w.bytes.data() + r * rb);
-    decode_row(t, w.bytes.data() + r * rb, static_cast<size_t>(cols), w.decoded.data() + r * cols);
-  }
-  w.m = Matrix{w.bytes.data(), t, rows, cols};
-  return w;
-}
-
-std::vector<float> make_inputs(int64_t M, int64_t cols, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> u(-2.0f, 2.0f);
-  std::vector<float> X(static_cast<size_t>(M * cols));
-  for (int64_t m = 0; m < M; ++m) {
-    // And each input with its own magnitude, so mixed-up inputs show too.
-    const float scale = std::ldexp(1.0f, static_cast<int>(m % 4));
-    for (int64_t i = 0; i < cols; ++i) X[m * cols + i] = u(rng) * scale;
-  }
-  return X;
-}
-
-// Number of outputs of Y (M x rows) outside the bound described at the top.
-int count_bad(const Weights& w, const std::vector<float>& X, int64_t M, const std::vector<float>& Y) {
-  const int64_t rows = w.m.rows, cols = w.m.cols;
-  std::vector<float> ref(static_cast<size_t>(M * rows));
-  matmul_reference(w.m, X.data(), M, ref.data());
-  const double gamma = (cols + 4) * 0x1p-24;
-  int bad = 0;
-  for (int64_t m = 0; m < M; ++m) {
-    for (int64_t r = 0; r < rows; ++r) {
-      double abs_sum = 0;
-      for (int64_t i = 0; i < cols; ++i) abs_sum += std::fabs(double(w.decoded[r * cols + i]) * X[m * cols + i]);
-      const double err = std::fabs(double(Y[m * rows + r]) - ref[m * rows + r]);
-      if (!(err <= gamma * abs_sum) && bad++ < 3) {
-        FAIL_CHECK("m=", m, " r=", r, " got ", Y[m * rows + r], " want ", ref[m * rows + r], " err ", err,
-                   " bound ", gamma * abs_sum);
-      }
-    }
-  }
-  return bad;
-}
-
-template <typename F>
-void with_threads(int n, F f) {
-  const int old = omp_get_max_threads();
-  omp_set_num_threads(n);
-  f();
-  omp_set_num_threads(old);
-}
-
-constexpr DType kTypes[] = {DType::F32, DType::F16, DType::BF16, DType::Q8_0};
-
-}  // namespace
+using namespace qkv::testing;
 
 TEST_CASE("matmul_small matches the reference for every batch size, with partial blocks and tails") {
-  for (DType t : kTypes) {
+  for (DType t : kAllTypes) {
     // 43 rows: several row blocks plus a partial one on any target. Columns:
     // one short chunk; one chunk with a tail that is not a whole vector
     // (F32/F16/BF16); several unequal chunks (2080 = 704 + 704 + 672 on every target).
     const std::vector<int64_t> cols_list =
         t == DType::Q8_0 ? std::vector<int64_t>{64, 576, 2080} : std::vector<int64_t>{40, 583, 2080};
     for (int64_t cols : cols_list) {
-      const auto w = make_weights(t, 43, cols, static_cast<uint32_t>(cols));
+      const auto w = make_matrix(t, 43, cols, static_cast<uint32_t>(cols));
       for (int64_t M = 2; M <= kMatmulSmallMaxM; ++M) {
         CAPTURE(dtype_name(t));
         CAPTURE(cols);
@@ -116,7 +46,7 @@ TEST_CASE("matmul_small matches the reference for every batch size, with partial
         const auto X = make_inputs(M, cols, static_cast<uint32_t>(M));
         std::vector<float> Y(static_cast<size_t>(M * w.m.rows), NAN);
         detail::matmul_small(w.m, X.data(), M, Y.data());
-        CHECK(count_bad(w, X, M, Y) == 0);
+        check_result(w, X, M, Y, 0.0);
       }
     }
   }
@@ -125,8 +55,8 @@ TEST_CASE("matmul_small matches the reference for every batch size, with partial
 TEST_CASE("matmul_small gives bit-identical results on 1 and 2 threads") {
   // Large enough to go parallel; 301 rows split unevenly over 2 threads, and
   // 2080 columns in several chunks.
-  for (DType t : kTypes) {
-    const auto w = make_weights(t, 301, 2080, 3);
+  for (DType t : kAllTypes) {
+    const auto w = make_matrix(t, 301, 2080, 3);
     for (int64_t M : {2, 4, 5, 9, 16}) {
       CAPTURE(dtype_name(t));
       CAPTURE(M);
@@ -135,13 +65,13 @@ TEST_CASE("matmul_small gives bit-identical results on 1 and 2 threads") {
       with_threads(1, [&] { detail::matmul_small(w.m, X.data(), M, y1.data()); });
       with_threads(2, [&] { detail::matmul_small(w.m, X.data(), M, y2.data()); });
       CHECK(y1 == y2);
-      CHECK(count_bad(w, X, M, y1) == 0);
+      check_result(w, X, M, y1, 0.0);
     }
   }
 }
 
 TEST_CASE("matmul_small called from inside a parallel region runs serially and correctly") {
-  const auto w = make_weights(DType::F16, 100, 1100, 5);
+  const auto w = make_matrix(DType::F16, 100, 1100, 5);
   const int64_t M = 11;
   const auto X = make_inputs(M, 1100, 6);
   std::vector<float> serial(static_cast<size_t>(M * w.m.rows)), nested(serial.size(), NAN);
@@ -158,10 +88,10 @@ TEST_CASE("matmul_small reads no weight row outside the matrix") {
   // The weights end exactly at the end of their allocation (prefetches may
   // look past it; loads must not: AddressSanitizer checks this in the asan
   // build). One row, and a partial row block, for each dtype.
-  for (DType t : kTypes) {
+  for (DType t : kAllTypes) {
     for (int64_t rows : {1, 7}) {
       const int64_t cols = 96;
-      const auto w = make_weights(t, rows, cols, 9);
+      const auto w = make_matrix(t, rows, cols, 9, /*slack=*/0);
       std::vector<uint8_t> exact(w.bytes);  // a copy sized exactly rows * row_bytes
       const Matrix m{exact.data(), t, rows, cols};
       const auto X = make_inputs(3, cols, 10);
@@ -169,14 +99,14 @@ TEST_CASE("matmul_small reads no weight row outside the matrix") {
       CAPTURE(dtype_name(t));
       CAPTURE(rows);
       detail::matmul_small(m, X.data(), 3, Y.data());
-      CHECK(count_bad(w, X, 3, Y) == 0);
+      check_result(w, X, 3, Y, 0.0);
     }
   }
 }
 
 TEST_CASE("matmul_small with no columns gives zeros") {
   const uint16_t none = 0;  // a valid pointer; no weight is read
-  for (DType t : kTypes) {
+  for (DType t : kAllTypes) {
     std::vector<float> Y(3 * 5, NAN);
     const float x = 1.0f;
     detail::matmul_small(Matrix{&none, t, 5, 0}, &x, 3, Y.data());
