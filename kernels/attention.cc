@@ -18,7 +18,9 @@
 //    d sits along the lanes and K/V elements are converted in registers straight
 //    from the (cache) memory; the dot products of N keys are reduced together by
 //    a transpose-add tree, so a key costs a few shuffles instead of a full
-//    horizontal sum.
+//    horizontal sum. For a Q8_0 cache on AVX3_DL the scores are integer dot
+//    products instead (ScoresQ8Vnni: q quantized per 32-block, keys along the
+//    lanes, VNNI), which is why q8_0 decode outruns f16 there.
 //
 // When there are few items for the threads (decode with few KV heads), the key
 // range is split into chunks and the partial (m, l, acc) states are merged
@@ -39,6 +41,7 @@
 #include "hwy/aligned_allocator.h"
 #include "kernels/attention.h"
 #include "kernels/attention_common.h"
+#include "kernels/error.h"
 
 namespace qkv {
 namespace attn {
@@ -54,6 +57,22 @@ struct Call {
   float* lse = nullptr;
   int threads = 1;
 };
+
+// The calling thread's reusable buffer of at least n floats, 64-byte aligned. A
+// decoder calls attention once per layer and token; allocating the scratch and
+// the split-merge partials anew each time costs page faults and first-touch
+// misses on every call. Each caller thread owns one buffer (concurrent calls
+// from different threads never share it); `which` picks one of two buffers.
+inline float* ThreadBuffer(int which, size_t n) {
+  static thread_local hwy::AlignedFreeUniquePtr<float[]> buf[2];
+  static thread_local size_t cap[2] = {0, 0};
+  if (cap[which] < n) {
+    buf[which] = hwy::AllocateAligned<float>(n);
+    QKV_CHECK(buf[which] != nullptr, "attention: cannot allocate ", n * sizeof(float), " bytes of scratch");
+    cap[which] = n;
+  }
+  return buf[which].get();
+}
 
 }  // namespace attn
 }  // namespace qkv
@@ -138,7 +157,12 @@ struct Elem<DType::Q8_0> {
     const hn::Rebind<int8_t, DF> di8;
     const hn::RebindToSigned<DF> di32;
     const auto q = hn::PromoteTo(di32, hn::LoadU(di8, reinterpret_cast<const int8_t*>(blk + 2) + c % kQ8BlockSize));
-    return hn::Mul(hn::ConvertTo(df, q), hn::Set(df, f16_to_f32(dh)));
+    // The scale converted by the vector unit (broadcast, then f16 -> f32): the
+    // scalar f16_to_f32 costs branches on every vector of every key.
+    const hn::Rebind<uint16_t, DF> du16;
+    const hn::Rebind<hwy::float16_t, DF> dh16;
+    const VF scale = hn::PromoteTo(df, hn::BitCast(dh16, hn::Set(du16, dh)));
+    return hn::Mul(hn::ConvertTo(df, q), scale);
   }
   static float Scalar(const uint8_t* row, size_t c) {
     const uint8_t* blk = row + (c / kQ8BlockSize) * sizeof(BlockQ8_0);
@@ -233,7 +257,11 @@ size_t ScratchFloats(const Plan& p, const AttentionShape& s) {
   const size_t pad = 16;  // keeps each region 64-byte aligned
   if (p.row_kernel) {
     const size_t R = static_cast<size_t>(p.rows), bk = static_cast<size_t>(p.bk);
-    return RoundUp(R * d, pad) * 2 + RoundUp(R * N * N, pad) + RoundUp(R * bk, pad) + RoundUp(3 * R, pad);
+    // q rows, accumulators, tree pairs, scores, m/l, and the quantized q rows
+    // (int8, plus a scale and a correction per 32-block) of the Q8_0 path.
+    const size_t nb = d / kQ8BlockSize + 1;
+    return RoundUp(R * d, pad) * 2 + RoundUp(R * N * N, pad) + RoundUp(R * bk, pad) + RoundUp(3 * R, pad) +
+           RoundUp((R * d + 3) / 4, pad) + RoundUp(2 * R * nb, pad);
   }
   const size_t R = static_cast<size_t>(p.rpad), bk = static_cast<size_t>(p.bk);
   return RoundUp(d * R, pad) * 2 + RoundUp(bk * R, pad) + RoundUp(bk * static_cast<size_t>(p.ld), pad) +
@@ -508,16 +536,6 @@ void TileItem(const Call& c, const Plan& p, const Item& it, float* scratch, floa
 // Row kernel (decode).
 
 #if HWY_TARGET != HWY_SCALAR
-// v[0..N) -> one vector whose lane k is the sum of v[k]'s lanes. v is clobbered.
-HWY_INLINE VF TransposeSum(DF df, VF* v, size_t n) {
-  for (size_t cnt = n; cnt > 1; cnt /= 2) {
-    for (size_t i = 0; i < cnt / 2; ++i) {
-      v[i] = hn::Add(hn::ConcatEven(df, v[2 * i + 1], v[2 * i]), hn::ConcatOdd(df, v[2 * i + 1], v[2 * i]));
-    }
-  }
-  return v[0];
-}
-
 // Register blocking of the row kernel: RB rows times KB keys (dots) or XB
 // column vectors (accumulate) of accumulators, plus the KB/XB converted K/V vectors.
 template <int RB>
@@ -525,11 +543,49 @@ constexpr int RowKB() {
   return std::min(kVecRegs / 4, (kVecRegs / 2) / RB);
 }
 
-// Partial dot vectors of KB consecutive keys against RB rows:
-// part[(r*N + slot + k)*N ..] = Σ_x q_r[x..] ⊙ k_k[x..] (lanes summed later).
+// One level of the transpose-add tree that reduces N vectors to one whose lane k
+// is the sum of vector k's lanes: each level adds pairs of adjacent vectors'
+// lanes, halving the vectors, with lane order kept such that after log2(N)
+// levels it is natural. Generic form: lanes [0, N/2) hold the adjacent-pair sums
+// of a, lanes [N/2, N) those of b (two cross-lane permutes). With AVX-512 the
+// first two levels pair lanes within 128-bit blocks (vshufps) and the last two
+// pair whole blocks (vshuff32x4): cheaper shuffles than vpermt2ps, the same
+// final order (level 0: [a0+a1, a2+a3, b0+b1, b2+b3] per block; level 1 turns
+// four vectors into per-block sums [v0 v1 v2 v3]; levels 2-3 add the blocks).
+HWY_INLINE VF PairSums(DF df, VF a, VF b) {
+  return hn::Add(hn::ConcatEven(df, b, a), hn::ConcatOdd(df, b, a));
+}
+
+HWY_INLINE VF TreeLevel(DF df, VF a, VF b, size_t level) {
+#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+  (void)df;
+  if (level < 2) return VF{_mm512_add_ps(_mm512_shuffle_ps(a.raw, b.raw, 0x88), _mm512_shuffle_ps(a.raw, b.raw, 0xDD))};
+  return VF{_mm512_add_ps(_mm512_shuffle_f32x4(a.raw, b.raw, 0x88), _mm512_shuffle_f32x4(a.raw, b.raw, 0xDD))};
+#else
+  (void)level;
+  return PairSums(df, a, b);
+#endif
+}
+
+// The rest of the tree: v[0..n) -> one vector (v is clobbered). From the N/2
+// pair vectors of RowDots, lane k of the result is the dot product of key k.
+HWY_INLINE VF TransposeSum(DF df, VF* v, size_t n) {
+  size_t level = 1;  // level 0 is done by RowDots
+  for (size_t cnt = n; cnt > 1; cnt /= 2, ++level) {
+    for (size_t i = 0; i < cnt / 2; ++i) v[i] = TreeLevel(df, v[2 * i], v[2 * i + 1], level);
+  }
+  return v[0];
+}
+
+// Dot products of KB consecutive keys against RB rows, with the first level of
+// the transpose tree done in registers: part[(r*N/2 + (slot + k)/2)*N ..] holds
+// TreeLevel 0 of (dot vector of key slot+k, of key slot+k+1) for even k (slot even). A
+// single key (KB == 1) is paired with zeros. Halves the stores and reloads
+// through `part` against storing every key's vector.
 template <DType T, int RB, int KB>
 HWY_INLINE void RowDots(DF df, const float* HWY_RESTRICT qs, size_t d, const uint8_t* krow, int64_t rs,
                         float* HWY_RESTRICT part, size_t slot) {
+  static_assert(KB == 1 || KB % 2 == 0, "keys are paired");
   const size_t N = hn::Lanes(df);
   VF acc[KB][RB];
   for (int k = 0; k < KB; ++k)
@@ -538,12 +594,23 @@ HWY_INLINE void RowDots(DF df, const float* HWY_RESTRICT qs, size_t d, const uin
     VF kv[KB];
     for (int k = 0; k < KB; ++k) kv[k] = Elem<T>::Load(df, krow + k * rs, x);
     for (int r = 0; r < RB; ++r) {
-      const VF qv = hn::Load(df, qs + r * d + x);
+      VF qv = hn::Load(df, qs + r * d + x);
+#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+      // Keep q in a register for its KB uses: GCC otherwise folds the load into
+      // every FMA, and KB loads per FMA pair saturate the two 512-bit load ports.
+      if (KB > 1) asm("" : "+v"(qv.raw));
+#endif
       for (int k = 0; k < KB; ++k) acc[k][r] = hn::MulAdd(qv, kv[k], acc[k][r]);
     }
   }
-  for (int k = 0; k < KB; ++k)
-    for (int r = 0; r < RB; ++r) hn::Store(acc[k][r], df, part + (r * N + slot + k) * N);
+  for (int r = 0; r < RB; ++r) {
+    float* dst = part + (r * N / 2 + slot / 2) * N;
+    if (KB == 1) {
+      hn::Store(TreeLevel(df, acc[0][r], hn::Zero(df), 0), df, dst);
+    } else {
+      for (int k = 0; k + 1 < KB; k += 2) hn::Store(TreeLevel(df, acc[k][r], acc[k + 1][r], 0), df, dst + (k / 2) * N);
+    }
+  }
 }
 
 // acc rows [RB][d] += Σ_j p[r][j] * v_j for XB column vectors at a time, so the
@@ -579,24 +646,178 @@ HWY_INLINE void RowAccumulate(DF df, const float* HWY_RESTRICT pr, size_t bk, si
   for (; x < d; x += N) RowAccumulateCols<T, RB, 1>(df, pr, bk, nk, vrow0, rs, d, x, acc);
 }
 
+// Software prefetch for the row kernel: K and V rows a fixed distance ahead of
+// the keys being scored, issued a key group at a time (RowBlockRows) so the
+// requests are spread over the computation instead of bursting once per block
+// (a burst of a whole block's lines fills the miss buffers and stalls). The
+// hardware prefetcher alone falls behind on these two interleaved streams.
+struct RowPrefetch {
+  const uint8_t* kbase;
+  const uint8_t* vbase;
+  int64_t krs, vrs, row_bytes;
+  int64_t from, hi;  // keys [from + j, ...) are prefetched while key j is scored
+
+  // About 2 KiB (and at least 8 rows) ahead per stream: measured fastest of 2,
+  // 4 and 8 KiB at Lk = 32768 for GQA 8 and MHA alike (the hardware prefetcher
+  // covers most of the DRAM latency; these requests land the lines in L1 in time).
+  static int64_t Distance(int64_t row_bytes) { return std::max<int64_t>(8, 2048 / std::max<int64_t>(row_bytes, 1)); }
+
+  HWY_INLINE void Keys(int64_t j, int64_t n) const {
+    const int64_t end = std::min(j + n, hi);
+    const uint8_t* kp = kbase + j * krs;
+    const uint8_t* vp = vbase + j * vrs;
+    for (int64_t jj = j; jj < end; ++jj, kp += krs, vp += vrs) {
+      for (int64_t off = 0; off < row_bytes; off += 64) {
+        hwy::Prefetch(kp + off);
+        hwy::Prefetch(vp + off);
+      }
+    }
+  }
+};
+
 template <DType T, int RB>
 HWY_INLINE void RowBlockRows(DF df, const float* qs, size_t d, const uint8_t* kblk, int64_t rs, size_t nk,
-                             float* part, float* st, size_t bk) {
+                             float* part, float* st, size_t bk, const RowPrefetch* pf) {
   const size_t N = hn::Lanes(df);
-  constexpr int KB = RowKB<RB>();
+  // Keys go in even counts (the first tree level pairs them); one odd key last.
+  constexpr int KB = std::max(2, RowKB<RB>() / 2 * 2);
   for (size_t jg = 0; jg < nk; jg += N) {
     const size_t ng = std::min(N, nk - jg);
+    if (pf) pf->Keys(pf->from + static_cast<int64_t>(jg), static_cast<int64_t>(ng));
     size_t jj = 0;
     for (; jj + KB <= ng; jj += KB)
       RowDots<T, RB, KB>(df, qs, d, kblk + static_cast<int64_t>(jg + jj) * rs, rs, part, jj);
-    for (; jj < ng; ++jj) RowDots<T, RB, 1>(df, qs, d, kblk + static_cast<int64_t>(jg + jj) * rs, rs, part, jj);
+    if (KB > 2)
+      for (; jj + 2 <= ng; jj += 2) RowDots<T, RB, 2>(df, qs, d, kblk + static_cast<int64_t>(jg + jj) * rs, rs, part, jj);
+    if (jj < ng) RowDots<T, RB, 1>(df, qs, d, kblk + static_cast<int64_t>(jg + jj) * rs, rs, part, jj);
+    // The remaining levels of the tree over the N/2 pair vectors of each row.
+    const size_t npairs = (ng + 1) / 2;
     for (int r = 0; r < RB; ++r) {
-      VF v[hn::MaxLanes(DF())];
-      for (size_t k = 0; k < N; ++k) v[k] = k < ng ? hn::Load(df, part + (r * N + k) * N) : hn::Zero(df);
-      hn::Store(TransposeSum(df, v, N), df, st + r * bk + jg);
+      VF v[hn::MaxLanes(DF()) / 2];
+      for (size_t k = 0; k < N / 2; ++k) v[k] = k < npairs ? hn::Load(df, part + (r * N / 2 + k) * N) : hn::Zero(df);
+      hn::Store(TransposeSum(df, v, N / 2), df, st + r * bk + jg);
     }
   }
 }
+
+#if HWY_TARGET == HWY_AVX3_DL
+// Query rows of one item quantized for an integer Q·K against a Q8_0 cache: per
+// 32-value block b of row r, q ≈ dq[r][b] * q8[r][b*32 ..] with q8 in
+// [-127, 127] (|error| <= dq/2 = max|q_block| / 254 per element), and
+// corr[r][b] = -128 * Σ q8 over the block (see ScoresQ8Vnni). The scale of the
+// scores is folded into q before quantizing.
+struct QueryQ8 {
+  int8_t* q8 = nullptr;     // [rows][d]
+  float* dq = nullptr;      // [rows][nb]
+  int32_t* corr = nullptr;  // [rows][nb]
+  size_t d = 0, nb = 0;
+
+  // false if a value is not finite (the f32 path then keeps NaN/inf semantics).
+  bool Quantize(const float* qs, int64_t rows) {
+    for (int64_t r = 0; r < rows; ++r) {
+      for (size_t b = 0; b < nb; ++b) {
+        const float* x = qs + r * d + b * kQ8BlockSize;
+        float amax = 0.0f;
+        for (size_t i = 0; i < kQ8BlockSize; ++i) amax = std::max(amax, std::fabs(x[i]));
+        if (!std::isfinite(amax)) return false;
+        const float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
+        int8_t* q = q8 + r * d + b * kQ8BlockSize;
+        int32_t sum = 0;
+        for (size_t i = 0; i < kQ8BlockSize; ++i) {
+          // |x * inv| <= 127 up to rounding, so the clamp only guards that rounding.
+          const float v = std::min(127.0f, std::max(-127.0f, std::nearbyint(x[i] * inv)));
+          q[i] = static_cast<int8_t>(v);
+          sum += q[i];
+        }
+        dq[r * nb + b] = amax / 127.0f;
+        corr[r * nb + b] = -128 * sum;
+      }
+    }
+    return true;
+  }
+};
+
+// Scores of nk keys (a block) against RB quantized query rows with AVX-512 VNNI:
+// st[r*bk + j] = Σ_b dq[r][b] * dk[j][b] * Σ_{x in block b} q8[r][x] * k8[j][x].
+// Keys sit along the lanes, 16 at a time: each 32-byte block of 16 key rows is
+// transposed in registers into 8 vectors of 4-byte groups (lane j = bytes 4c..4c+3
+// of key j), so one vpdpbusd with a broadcast 4-byte group of the query adds 4
+// products to each of 16 keys' sums, and a block needs 8 of them per row; the
+// integer block sums are exact. No horizontal reduction is left, and the
+// transpose is paid once per key for all RB rows (the GQA group). vpdpbusd takes
+// unsigned x signed bytes: K's sign bit is flipped (k + 128) and corr removes
+// the 128 * Σq that adds. Against the f32 path this cuts the Q·K work ~3x for a
+// GQA group of 8. Highway 1.0.3 has no such op (and its AVX3_DL target does not
+// enable avx512vnni, which every AVX3_DL CPU has), hence the intrinsics.
+template <int RB>
+__attribute__((target("avx512vnni"))) void ScoresQ8Vnni(const QueryQ8& qq, int64_t r0, const uint8_t* kblk,
+                                                         int64_t rs, size_t nk, float* st, size_t bk,
+                                                         const RowPrefetch* pf) {
+  const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
+  const __m512i take_lo = _mm512_setr_epi64(0, 1, 8, 9, 4, 5, 12, 13);
+  const __m512i take_hi = _mm512_setr_epi64(2, 3, 10, 11, 6, 7, 14, 15);
+  const size_t d = qq.d, nb = qq.nb;
+  for (size_t jg = 0; jg < nk; jg += 16) {
+    const size_t ng = std::min<size_t>(16, nk - jg);
+    if (pf) pf->Keys(pf->from + static_cast<int64_t>(jg), static_cast<int64_t>(ng));
+    // Lanes past the block's end repeat its last key; the caller sets their
+    // scores to -inf.
+    const uint8_t* row[16];
+    int32_t off[16];
+    for (size_t j = 0; j < 16; ++j) {
+      const size_t jj = std::min(j, ng - 1);
+      row[j] = kblk + static_cast<int64_t>(jg + jj) * rs;
+      off[j] = static_cast<int32_t>(static_cast<int64_t>(jj) * rs);
+    }
+    const __m512i offsets = _mm512_loadu_si512(off);
+    const uint8_t* first = kblk + static_cast<int64_t>(jg) * rs;
+    __m512 score[RB];
+    for (int r = 0; r < RB; ++r) score[r] = _mm512_setzero_ps();
+    for (size_t b = 0; b < nb; ++b) {
+      const size_t bo = b * sizeof(BlockQ8_0);
+      // The 16 keys' f16 block scales: 4 bytes gathered at each block start
+      // (scale + 2 quant bytes, dropped by the narrowing).
+      const __m512i raw = _mm512_i32gather_epi32(offsets, first + bo, 1);
+      const __m512 dk = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(raw));
+      __m512i z[8], t[8], u[8], kt[8];
+      for (int i = 0; i < 8; ++i) {
+        const __m256i lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row[i] + bo + 2));
+        const __m256i hi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row[i + 8] + bo + 2));
+        z[i] = _mm512_xor_si512(_mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1), flip);
+      }
+      // 8x8 transpose of 4-byte groups within each 256-bit half (keys 0-7 and 8-15),
+      // then the halves' 128-bit pieces are regrouped so lane j is key j.
+      for (int i = 0; i < 8; i += 2) {
+        t[i] = _mm512_unpacklo_epi32(z[i], z[i + 1]);
+        t[i + 1] = _mm512_unpackhi_epi32(z[i], z[i + 1]);
+      }
+      for (int h = 0; h < 8; h += 4) {
+        u[h + 0] = _mm512_unpacklo_epi64(t[h + 0], t[h + 2]);
+        u[h + 1] = _mm512_unpackhi_epi64(t[h + 0], t[h + 2]);
+        u[h + 2] = _mm512_unpacklo_epi64(t[h + 1], t[h + 3]);
+        u[h + 3] = _mm512_unpackhi_epi64(t[h + 1], t[h + 3]);
+      }
+      for (int c = 0; c < 4; ++c) {
+        kt[c] = _mm512_permutex2var_epi64(u[c], take_lo, u[c + 4]);
+        kt[c + 4] = _mm512_permutex2var_epi64(u[c], take_hi, u[c + 4]);
+      }
+      for (int r = 0; r < RB; ++r) {
+        const int64_t rr = r0 + r;
+        const int8_t* q = qq.q8 + rr * static_cast<int64_t>(d) + b * kQ8BlockSize;
+        __m512i acc = _mm512_set1_epi32(qq.corr[rr * static_cast<int64_t>(nb) + b]);
+        for (int c = 0; c < 8; ++c) {
+          int32_t group;
+          std::memcpy(&group, q + 4 * c, 4);
+          acc = _mm512_dpbusd_epi32(acc, kt[c], _mm512_set1_epi32(group));
+        }
+        const __m512 w = _mm512_mul_ps(dk, _mm512_set1_ps(qq.dq[rr * static_cast<int64_t>(nb) + b]));
+        score[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc), w, score[r]);
+      }
+    }
+    for (int r = 0; r < RB; ++r) _mm512_storeu_ps(st + (r0 + r) * static_cast<int64_t>(bk) + jg, score[r]);
+  }
+}
+#endif  // HWY_TARGET == HWY_AVX3_DL
 
 template <DType T>
 void RowItem(const Call& c, const Plan& p, const Item& it, float* scratch, float* partials, int64_t idx) {
@@ -622,32 +843,49 @@ void RowItem(const Call& c, const Plan& p, const Item& it, float* scratch, float
   }
   std::fill(acc, acc + rows * d, 0.0f);
 
+  // Q8_0 K on AVX3_DL: integer Q·K (ScoresQ8Vnni) when the gather offsets of 16
+  // rows fit in 32 bits and q is finite.
+#if HWY_TARGET == HWY_AVX3_DL
+  bool q8_vnni = false;
+  QueryQ8 qq;
+  if (T == DType::Q8_0 && N == 16 && c.k.row_stride >= 0 && c.k.row_stride < (int64_t(1) << 26)) {
+    const size_t nb = d / kQ8BlockSize;
+    qq.d = d;
+    qq.nb = nb;
+    float* q8_region = m + RoundUp(3 * R, 16);
+    qq.q8 = reinterpret_cast<int8_t*>(q8_region);
+    qq.dq = q8_region + RoundUp((R * d + 3) / 4, 16);
+    qq.corr = reinterpret_cast<int32_t*>(qq.dq + R * (nb + 1));
+    q8_vnni = qq.Quantize(qs, rows);
+  }
+#endif
+
   const uint8_t* kbase = static_cast<const uint8_t*>(c.k.data) + it.b * c.k.batch_stride + it.hkv * c.k.head_stride;
   const uint8_t* vbase = static_cast<const uint8_t*>(c.v.data) + it.b * c.v.batch_stride + it.hkv * c.v.head_stride;
   const int64_t krs = c.k.row_stride, vrs = c.v.row_stride;
 
+  const int64_t row_bytes = static_cast<int64_t>(dtype_row_bytes(T, d));
+  const int64_t pf_dist = RowPrefetch::Distance(row_bytes);
   for (int64_t j0 = it.lo; j0 < it.hi; j0 += p.bk) {
     const size_t nk = static_cast<size_t>(std::min<int64_t>(p.bk, it.hi - j0));
     const uint8_t* kblk = kbase + j0 * krs;
     const uint8_t* vblk = vbase + j0 * vrs;
-    // Fetch the next block's keys while this one computes.
-    if (j0 + p.bk < it.hi) {
-      const uint8_t* nk_ = kblk + p.bk * krs;
-      const uint8_t* nv_ = vblk + p.bk * vrs;
-      const int64_t row_bytes = static_cast<int64_t>(dtype_row_bytes(T, d));
-      const int64_t n_next = std::min<int64_t>(p.bk, it.hi - j0 - p.bk);
-      for (int64_t jj = 0; jj < n_next; ++jj) {
-        for (int64_t off = 0; off < row_bytes; off += 64) {
-          hwy::Prefetch(nk_ + jj * krs + off);
-          hwy::Prefetch(nv_ + jj * vrs + off);
-        }
-      }
-    }
+    // Software prefetch of the K and V rows `dist` keys ahead, spread over the
+    // block's key groups (RowBlockRows) rather than issued in one burst.
+    const RowPrefetch pf{kbase, vbase, krs, vrs, row_bytes, j0 + pf_dist, it.hi};
     int64_t r = 0;
-    for (; r + 8 <= rows; r += 8) RowBlockRows<T, 8>(df, qs + r * d, d, kblk, krs, nk, part, st + r * bk, bk);
-    for (; r + 4 <= rows; r += 4) RowBlockRows<T, 4>(df, qs + r * d, d, kblk, krs, nk, part, st + r * bk, bk);
-    for (; r + 2 <= rows; r += 2) RowBlockRows<T, 2>(df, qs + r * d, d, kblk, krs, nk, part, st + r * bk, bk);
-    for (; r < rows; ++r) RowBlockRows<T, 1>(df, qs + r * d, d, kblk, krs, nk, part, st + r * bk, bk);
+#if HWY_TARGET == HWY_AVX3_DL
+    if (q8_vnni) {
+      for (; r + 8 <= rows; r += 8) ScoresQ8Vnni<8>(qq, r, kblk, krs, nk, st, bk, r == 0 ? &pf : nullptr);
+      for (; r + 4 <= rows; r += 4) ScoresQ8Vnni<4>(qq, r, kblk, krs, nk, st, bk, r == 0 ? &pf : nullptr);
+      for (; r + 2 <= rows; r += 2) ScoresQ8Vnni<2>(qq, r, kblk, krs, nk, st, bk, r == 0 ? &pf : nullptr);
+      for (; r < rows; ++r) ScoresQ8Vnni<1>(qq, r, kblk, krs, nk, st, bk, r == 0 ? &pf : nullptr);
+    }
+#endif
+    for (; r + 8 <= rows; r += 8) RowBlockRows<T, 8>(df, qs + r * d, d, kblk, krs, nk, part, st + r * bk, bk, r == 0 ? &pf : nullptr);
+    for (; r + 4 <= rows; r += 4) RowBlockRows<T, 4>(df, qs + r * d, d, kblk, krs, nk, part, st + r * bk, bk, r == 0 ? &pf : nullptr);
+    for (; r + 2 <= rows; r += 2) RowBlockRows<T, 2>(df, qs + r * d, d, kblk, krs, nk, part, st + r * bk, bk, r == 0 ? &pf : nullptr);
+    for (; r < rows; ++r) RowBlockRows<T, 1>(df, qs + r * d, d, kblk, krs, nk, part, st + r * bk, bk, r == 0 ? &pf : nullptr);
 
     const bool full = j0 >= it.flo && j0 + static_cast<int64_t>(nk) <= it.fhi && !c.mi.per_key_parts();
     if (!full) ApplyMask(c, it, rows, j0, static_cast<int64_t>(nk), st, 1, static_cast<int64_t>(bk));
@@ -744,19 +982,18 @@ void RunTyped(const Call& c) {
   if (n_items == 0) return;
   const size_t per_thread = ScratchFloats(p, c.s);
   const int threads = static_cast<int>(std::min<int64_t>(c.threads, n_items));
-  auto scratch = hwy::AllocateAligned<float>(per_thread * threads);
-  hwy::AlignedFreeUniquePtr<float[]> partials;
-  if (p.nsplit > 1) partials = hwy::AllocateAligned<float>(static_cast<size_t>(n_items * p.rows * (c.s.d + 2)));
+  float* scratch = attn::ThreadBuffer(0, per_thread * static_cast<size_t>(threads));
+  float* partials = p.nsplit > 1 ? attn::ThreadBuffer(1, static_cast<size_t>(n_items * p.rows * (c.s.d + 2))) : nullptr;
 #pragma omp parallel num_threads(threads)
   {
-    float* mine = scratch.get() + per_thread * omp_get_thread_num();
+    float* mine = scratch + per_thread * static_cast<size_t>(omp_get_thread_num());
 #pragma omp for schedule(dynamic, 1)
     for (int64_t idx = 0; idx < n_items; ++idx) {
-      RunItem<T>(c, p, MakeItem(c, p, idx), mine, partials.get(), idx);
+      RunItem<T>(c, p, MakeItem(c, p, idx), mine, partials, idx);
     }
     if (p.nsplit > 1) {
 #pragma omp for schedule(static)
-      for (int64_t base = 0; base < p.items_base; ++base) MergeItem(c, p, base, partials.get());
+      for (int64_t base = 0; base < p.items_base; ++base) MergeItem(c, p, base, partials);
     }
   }
 }

@@ -10,6 +10,11 @@
 // and its d elements are contiguous. Q and out are f32 with strides in floats;
 // K and V are of one DType (the same for both) with strides in bytes (Q8_0
 // needs d % 32 == 0). Positions (q_pos0 and its per-batch form) are >= 0.
+//
+// Precision: f32 arithmetic on the stored K/V values, except decode (a few query
+// rows per KV head) over a Q8_0 cache on AVX-512 VNNI CPUs, where the scaled query
+// is quantized per 32-value block like llama.cpp's q8_0 activations (each element
+// moves by <= max|block| / 254) and Q·K is an exact integer dot product.
 #pragma once
 
 #include <cstddef>

@@ -21,9 +21,11 @@
 #include <string>
 #include <vector>
 
+#include "hwy/targets.h"
 #include "kernels/attention.h"
 #include "kernels/dtype.h"
 #include "kernels/error.h"
+#include "tests/q8_query.h"
 
 using namespace qkv;
 
@@ -378,6 +380,121 @@ TEST_CASE("each K/V type matches the reference on prefill and split decode") {
       }
     }
   }
+}
+
+// Q8_0 decode on AVX-512 VNNI CPUs scores keys with integer dot products against
+// the query quantized per 32-value block (the kernel's ScoresQ8Vnni): scaled
+// q ≈ dq * q8, dq = max|q_block| / 127, q8 = round(q / dq) in [-127, 127]. The
+// quantized query is then exact input, so the result must match the fp64
+// reference run on that query within the f32 tolerance. Against the unquantized
+// reference the error is larger: each q element moves by <= dq/2, a score by
+// delta <= Σ_blocks dq/2 · Σ|k| over the block, and the output by
+// <= max|v| · (exp(2 delta) - 1) (the same argument as the cache-type bounds of
+// test_kv_cache.cc) — too loose to catch mistakes, hence the emulation. Other
+// targets keep the f32 path: an output must match one of the two references
+// to the f32 tolerance.
+namespace {
+
+// Replaces every query row by its quantized value (tests/q8_query.h).
+void quantize_queries_like_decode(Problem& p, float scale) {
+  const AttentionShape& s = p.s;
+  for (int64_t b = 0; b < s.B; ++b)
+    for (int64_t h = 0; h < s.Hq; ++h)
+      for (int64_t i = 0; i < s.Lq; ++i) testing::quantize_query_like_q8_decode(p.q_row(b, h, i), s.d, scale);
+}
+
+// max |kernel - reference| over the exact query and over the quantized query:
+// the smaller of the two (which one applies depends on the CPU's SIMD target).
+double q8_decode_diff(Problem& p, const AttentionOptions& o) {
+  p.run(o);
+  p.run_ref(o);
+  const double exact = p.max_diff();
+  Problem quant = p;
+  quant.qv.data = quant.q.data();
+  quant.ov.data = quant.out.data();
+  quant.ov_ref.data = quant.out_ref.data();
+  quant.kv.data = quant.k.data();
+  quant.vv.data = quant.v.data();
+  quant.mask.kv_len_per_batch = quant.kv_len.empty() ? nullptr : quant.kv_len.data();
+  quant.mask.q_pos0_per_batch = quant.pos0.empty() ? nullptr : quant.pos0.data();
+  const float scale = o.scale != 0.0f ? o.scale : 1.0f / std::sqrt(static_cast<float>(p.s.d));
+  quantize_queries_like_decode(quant, scale);
+  quant.run_ref(o);  // the reference on the quantized query; p.out is the kernel's output
+  double emulated = 0.0;
+  for (size_t x = 0; x < p.out.size(); ++x) {
+    const double e = std::fabs(double(p.out[x]) - double(quant.out_ref[x]));
+    if (!(e <= emulated)) emulated = std::isnan(e) ? INFINITY : e;
+  }
+  return std::min(exact, emulated);
+}
+
+}  // namespace
+
+TEST_CASE("q8_0 decode: integer Q·K path matches the reference on the quantized query") {
+  std::mt19937 rng(2024);
+  struct Case {
+    AttentionShape s;
+    int64_t row_pad;  // bytes of padding after each K/V row
+    bool batched;     // per-batch key counts and positions
+    float scale;
+  };
+  // Key counts around the 16-key groups and 64-key blocks (tails of 1..15), GQA
+  // groups of 1..8, d from one block to eight, padded rows, several threads.
+  const Case cases[] = {
+      {{1, 8, 1, 1, 1, 128}, 0, false, 0.0f},   {{1, 8, 1, 1, 5, 128}, 0, false, 0.0f},
+      {{1, 8, 1, 1, 17, 32}, 6, false, 0.0f},   {{1, 4, 1, 1, 63, 64}, 0, false, 0.0f},
+      {{1, 6, 2, 1, 100, 96}, 2, false, 0.0f},  {{1, 32, 4, 1, 300, 128}, 0, false, 0.0f},
+      {{1, 2, 2, 1, 129, 256}, 0, false, 0.5f}, {{3, 8, 4, 1, 90, 128}, 0, true, 0.0f},
+      {{1, 3, 3, 1, 33, 64}, 4, false, 0.0f},   {{1, 2, 1, 3, 40, 64}, 0, false, 0.0f},
+      {{1, 8, 1, 1, 2000, 128}, 0, false, 0.0f},
+  };
+  for (const Case& c : cases) {
+    for (int threads : {1, 2}) {
+      Problem p(c.s, DType::Q8_0, false, 1, c.row_pad);
+      p.fill_random(rng);
+      // A query block of zeros (scale 0) and one with a single large value.
+      std::fill(p.q_row(0, 0, 0), p.q_row(0, 0, 0) + 32, 0.0f);
+      if (c.s.Hq > 1) p.q_row(0, 1, 0)[c.s.d - 1] = 40.0f;
+      if (c.batched) apply_mask(p, kBatchedDecode, rng);
+      AttentionOptions o;
+      o.threads = threads;
+      o.scale = c.scale;
+      INFO(describe(p, c.batched ? kBatchedDecode : kNone, threads));
+      CHECK(q8_decode_diff(p, o) <= tolerance(c.s.d, c.s.Lk));
+    }
+  }
+}
+
+TEST_CASE("decode on every compiled SIMD target matches the reference") {
+  // The row kernel's reduction tree and the Q8_0 integer path are target
+  // specific (AVX-512 shuffles, AVX3_DL VNNI; generic permutes elsewhere).
+  std::mt19937 rng(77);
+  const auto targets = hwy::SupportedAndGeneratedTargets();
+  REQUIRE(!targets.empty());
+  for (const int64_t target : targets) {
+    hwy::SetSupportedTargetsForTest(target);
+    const std::string target_name = hwy::TargetName(target);
+    CAPTURE(target_name);
+    for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q8_0}) {
+      for (const AttentionShape& s : {AttentionShape{1, 8, 1, 1, 77, 128}, AttentionShape{2, 4, 2, 1, 33, 64},
+                                      AttentionShape{1, 4, 4, 1, 200, 32}, AttentionShape{1, 2, 1, 2, 19, 256}}) {
+        Problem p(s, t, true, 2, 0);
+        p.fill_random(rng);
+        if (s.B > 1) apply_mask(p, kBatchedDecode, rng);
+        AttentionOptions o;
+        o.threads = 2;
+        INFO(describe(p, s.B > 1 ? kBatchedDecode : kNone, 2));
+        if (t == DType::Q8_0) {
+          CHECK(q8_decode_diff(p, o) <= tolerance(s.d, s.Lk));
+        } else {
+          p.run(o);
+          p.run_ref(o);
+          CHECK(p.max_diff() <= tolerance(s.d, s.Lk));
+        }
+      }
+    }
+  }
+  hwy::SetSupportedTargetsForTest(0);
 }
 
 TEST_CASE("properties") {
