@@ -392,6 +392,32 @@ void DecodeRows(const Matrix& W, int64_t r0, int64_t r1, float* out) {
   }
 }
 
+// x (n % 32 == 0) quantized per 32-block for the integer Q8_0 dot products:
+// d[b] = max|x in block b| / 127, q = round(x * 127 / max) in [-127, 127] (ties
+// to even, as std::nearbyint), stored as int16 (q) and int8 (q8). Vectorized:
+// the scalar loop cost ~5% of a 143M Q8_0 decode step, on one thread.
+void QuantizeX(const float* HWY_RESTRICT x, size_t n, int16_t* HWY_RESTRICT q, int8_t* HWY_RESTRICT q8,
+               float* HWY_RESTRICT d) {
+  const DF df;
+  const hn::RebindToSigned<DF> di;
+  const hn::Rebind<int16_t, DF> d16;
+  const hn::Rebind<int8_t, DF> d8;
+  const size_t N = hn::Lanes(df);
+  for (size_t b = 0; b < n / kQ8BlockSize; ++b) {
+    const float* xb = x + b * kQ8BlockSize;
+    VF mx = hn::Zero(df);
+    for (size_t i = 0; i < kQ8BlockSize; i += N) mx = hn::Max(mx, hn::Abs(hn::LoadU(df, xb + i)));
+    const float amax = hn::GetLane(hn::MaxOfLanes(df, mx));
+    d[b] = amax / 127.0f;
+    const VF id = hn::Set(df, amax > 0.0f ? 127.0f / amax : 0.0f);
+    for (size_t i = 0; i < kQ8BlockSize; i += N) {
+      const hn::Vec<decltype(di)> qi = hn::NearestInt(hn::Mul(hn::LoadU(df, xb + i), id));
+      hn::StoreU(hn::DemoteTo(d16, qi), d16, q + b * kQ8BlockSize + i);
+      hn::StoreU(hn::DemoteTo(d8, qi), d8, q8 + b * kQ8BlockSize + i);
+    }
+  }
+}
+
 // f32 -> bf16 with round to nearest even (DemoteTo would truncate); NaN stays NaN.
 void RoundToBF16(const float* HWY_RESTRICT in, size_t n, uint16_t* HWY_RESTRICT out) {
   const DF df;
@@ -421,6 +447,7 @@ namespace qkv {
 HWY_EXPORT(MatvecRange);
 HWY_EXPORT(DecodeRows);
 HWY_EXPORT(RoundToBF16);
+HWY_EXPORT(QuantizeX);
 
 namespace {
 
@@ -521,8 +548,7 @@ void matvec_multi(const Matrix* Ws, float* const* ys, int count, const float* x)
     xd_buf.assign(cols / kQ8BlockSize + detail::kQ8ScalePadding, 0.0f);
     xq8_buf.resize(cols);
     corr_buf.resize(cols / 4);
-    detail::quantize_x_q8(x, cols, xq_buf.data(), xd_buf.data());
-    for (size_t i = 0; i < cols; ++i) xq8_buf[i] = static_cast<int8_t>(xq_buf[i]);
+    detail::quantize_x_q8(x, cols, xq_buf.data(), xq8_buf.data(), xd_buf.data());
     for (size_t i = 0; i < cols / 4; ++i) {
       corr_buf[i] = -128 * (xq_buf[4 * i] + xq_buf[4 * i + 1] + xq_buf[4 * i + 2] + xq_buf[4 * i + 3]);
     }
@@ -609,17 +635,8 @@ void set_matvec_prefetch_bytes(DType t, size_t bytes) {
   g_prefetch_bytes[static_cast<int>(t)] = bytes;
 }
 
-void quantize_x_q8(const float* x, size_t n, int16_t* q, float* d) {
-  for (size_t b = 0; b < n / kQ8BlockSize; ++b) {
-    const float* xb = x + b * kQ8BlockSize;
-    float amax = 0.0f;
-    for (size_t i = 0; i < kQ8BlockSize; ++i) amax = std::max(amax, std::fabs(xb[i]));
-    d[b] = amax / 127.0f;
-    const float id = amax > 0.0f ? 127.0f / amax : 0.0f;
-    for (size_t i = 0; i < kQ8BlockSize; ++i) {
-      q[b * kQ8BlockSize + i] = static_cast<int16_t>(std::nearbyint(xb[i] * id));
-    }
-  }
+void quantize_x_q8(const float* x, size_t n, int16_t* q, int8_t* q8, float* d) {
+  HWY_DYNAMIC_DISPATCH(QuantizeX)(x, n, q, q8, d);
 }
 
 void decode_rows_f32(const Matrix& W, int64_t r0, int64_t r1, float* out) {

@@ -53,8 +53,8 @@ size_t matvec_prefetch_bytes(DType t);
 void set_matvec_prefetch_bytes(DType t, size_t bytes);
 
 // x (n % 32 == 0) quantized per 32-block: q[i] = round(x[i] / d[b]) in
-// [-127, 127] (stored as int16), d[b] = max|x in block b| / 127.
-void quantize_x_q8(const float* x, size_t n, int16_t* q, float* d);
+// [-127, 127] (stored as int16 in q and as int8 in q8), d[b] = max|x in block b| / 127.
+void quantize_x_q8(const float* x, size_t n, int16_t* q, int8_t* q8, float* d);
 // The kernels read this many scales past the last block of d (set them to 0).
 constexpr size_t kQ8ScalePadding = 16;
 
