@@ -2,6 +2,8 @@
 // benchmarks (which compare the alternatives). Not part of the public interface.
 #pragma once
 
+#include <algorithm>
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 
@@ -21,6 +23,38 @@ enum class GemmPrecision { kF32, kBF16 };
 // The precision matmul() uses for W's dtype (F32 weights always use kF32).
 GemmPrecision default_gemm_precision(DType t);
 
+// Hands out ranges of n blocks to threads: large ranges first (half of what is
+// left, split between the threads), then smaller ones down to min_blocks, so a
+// thread slowed by a noisy neighbour or a late start just takes fewer instead of
+// holding up the others at the join. (A static split left the first thread
+// waiting ~15% of a decode step, measured with perf.) Which thread computes a
+// row does not change its result. Used by matvec and the batched-decode GEMM.
+class BlockQueue {
+ public:
+  BlockQueue(int64_t n, int threads, int64_t min_blocks)
+      : n_(n), threads_(std::max(1, threads)), min_(std::max<int64_t>(1, min_blocks)) {}
+
+  bool take(int64_t* b0, int64_t* b1) {
+    int64_t cur = next_.load(std::memory_order_relaxed);
+    for (;;) {
+      if (cur >= n_) return false;
+      const int64_t left = n_ - cur;
+      const int64_t chunk = threads_ == 1 ? left : std::min(left, std::max(min_, left / (2 * threads_)));
+      if (next_.compare_exchange_weak(cur, cur + chunk, std::memory_order_relaxed)) {
+        *b0 = cur;
+        *b1 = cur + chunk;
+        return true;
+      }
+    }
+  }
+
+ private:
+  const int64_t n_;
+  const int threads_;
+  const int64_t min_;
+  std::atomic<int64_t> next_{0};
+};
+
 // Below this many weight bytes a call stays on one thread: waking the team
 // costs more than the work.
 constexpr size_t kMinParallelBytes = 64 * 1024;
@@ -28,6 +62,16 @@ constexpr size_t kMinParallelBytes = 64 * 1024;
 // Y = X·Wᵀ for 2 <= M <= kMatmulSmallMaxM inputs (batched decode), Highway
 // kernels in kernels/matmul_small.cc; W and the pointers checked by the caller.
 void matmul_small(const Matrix& W, const float* X, int64_t M, float* Y);
+
+// The precision matmul_small uses for W's dtype: on CPUs with AVX512_BF16,
+// non-F32 weights go through bf16 dot products (kBF16, weights and inputs
+// rounded to bf16 as in the oneDNN bf16 GEMM: about 2x the f32 FMA rate);
+// F32 weights, and every weight type on other CPUs, use f32 FMAs on exactly
+// decoded weights (kF32).
+GemmPrecision matmul_small_precision(DType t);
+// false: always kF32 (tests and benchmarks compare both). Not thread-safe:
+// set before any concurrent use.
+void set_matmul_small_bf16(bool allowed);
 
 // Y = X·Wᵀ through oneDNN (M > 0, W checked by the caller, not inside a parallel region).
 void matmul_onednn(const Matrix& W, const float* X, int64_t M, float* Y);

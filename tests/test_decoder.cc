@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "kernels/error.h"
+#include "kernels/linear_internal.h"
 #include "runtime/decoder.h"
 #include "runtime/model_loader.h"
 #include "runtime/synthetic.h"
@@ -73,6 +74,18 @@ double tolerance(DType t) {
   return 0;
 }
 
+// The batched path (prefill, batched steps) multiplies non-F32 weights through
+// bf16 GEMMs where the CPU has AVX512_BF16 (kernels/linear_internal.h): every
+// input and weight rounded to bf16, each product within 2^-8 relative. Along
+// the small model's longest chain of GEMMs (3 layers of QKV -> O and gate/up ->
+// down, then the classifier: 13) that is at most about 13 * 2^-8 relative
+// (measured: 0.007 for F16). Logits computed after such a prefill inherit its
+// cached K/V, so they get the same allowance.
+double batched_tolerance(DType t) {
+  const bool bf16 = detail::matmul_small_precision(t) == detail::GemmPrecision::kBF16;
+  return bf16 ? std::max(tolerance(t), 13 * 0x1p-8) : tolerance(t);
+}
+
 }  // namespace
 
 TEST_CASE("decoder matches the scalar fp64 forward pass for every weight type") {
@@ -89,11 +102,11 @@ TEST_CASE("decoder matches the scalar fp64 forward pass for every weight type") 
     std::vector<double> want;
     for (int i = 0; i < 16; ++i) want = ref.step(tokens[i]);
     const float* got = dec.prefill(0, tokens.data(), 16);
-    CHECK(rel_error(got, want) <= tolerance(t));
+    CHECK(rel_error(got, want) <= batched_tolerance(t));
     for (int i = 16; i < 24; ++i) {
       want = ref.step(tokens[i]);
       got = dec.step(0, tokens[i]);
-      CHECK(rel_error(got, want) <= tolerance(t));
+      CHECK(rel_error(got, want) <= batched_tolerance(t));
     }
     CHECK(dec.position(0) == 24);
   }
@@ -113,13 +126,13 @@ TEST_CASE("prefill then decode equals feeding the prompt one token at a time") {
     const float* sl = nullptr;
     for (int i = 0; i < 39; ++i) sl = single.step(0, tokens[i]);
     const std::vector<double> stepped(sl, sl + 300);
-    CHECK(rel_error(prefilled.data(), stepped) <= tolerance(t));
+    CHECK(rel_error(prefilled.data(), stepped) <= batched_tolerance(t));
     // Both continue alike from their caches.
     for (int i = 39; i < 41; ++i) {
       const float* a = batched.step(0, tokens[i]);
       const std::vector<float> av(a, a + 300);
       const float* b = single.step(0, tokens[i]);
-      CHECK(rel_error(av.data(), std::vector<double>(b, b + 300)) <= tolerance(t));
+      CHECK(rel_error(av.data(), std::vector<double>(b, b + 300)) <= batched_tolerance(t));
     }
   }
 }
@@ -175,7 +188,7 @@ TEST_CASE("a batched step equals stepping each sequence alone") {
     const std::vector<float> together(l, l + 3 * 300);
     for (int i = 0; i < 3; ++i) {
       const float* a = alone[seqs[i]]->step(0, toks[i]);
-      CHECK(rel_error(&together[i * 300], std::vector<double>(a, a + 300)) <= tolerance(DType::F16));
+      CHECK(rel_error(&together[i * 300], std::vector<double>(a, a + 300)) <= batched_tolerance(DType::F16));
     }
   }
   for (int s = 0; s < 3; ++s) CHECK(batch.position(s) == lens[s] + 4);

@@ -118,8 +118,12 @@ TEST_CASE("matmul matches the reference for every dtype and batch size") {
       const auto X = random_vec(static_cast<size_t>(M * cols), static_cast<uint32_t>(M));
       std::vector<float> Y(static_cast<size_t>(M * rows), NAN);
       matmul(tm.m, X.data(), M, Y.data());
-      const bool bf16 = M > kMatmulSmallMaxM && t != DType::F32 &&
-                        detail::default_gemm_precision(t) == detail::GemmPrecision::kBF16;
+      // bf16 products: the oneDNN GEMM above kMatmulSmallMaxM, matmul_small's
+      // bf16 path (AVX512_BF16 CPUs) from 2 up to it.
+      const detail::GemmPrecision p = M > kMatmulSmallMaxM ? detail::default_gemm_precision(t)
+                                      : M >= 2            ? detail::matmul_small_precision(t)
+                                                          : detail::GemmPrecision::kF32;
+      const bool bf16 = t != DType::F32 && p == detail::GemmPrecision::kBF16;
       check_result(tm, X, M, Y, bf16 ? 0x1p-8 + 0x1p-17 : 0.0);
     }
   }
@@ -202,7 +206,9 @@ TEST_CASE("called inside a parallel region, the kernels run serially and correct
     }
   }
   CHECK(y0 == y1);
-  check_result(tm, x, 20, yb, 0.0);  // serial fallback is the Highway kernel
+  // The serial fallback is matmul_small, in bf16 on AVX512_BF16 CPUs.
+  const bool bf16 = detail::matmul_small_precision(DType::F16) == detail::GemmPrecision::kBF16;
+  check_result(tm, x, 20, yb, bf16 ? 0x1p-8 + 0x1p-17 : 0.0);
 }
 
 TEST_CASE("empty shapes are no-ops") {

@@ -5,15 +5,19 @@
 // that are not whole vectors, every batch size (groups of inputs of every
 // size), and results that do not depend on the thread count.
 //
-// Tolerance. The kernel decodes weights exactly to f32 (F16, BF16 and Q8_0's
-// d*q are all exact in f32) and multiplies by f32 inputs without rounding them,
-// so only the f32 summation differs from the fp64 reference: whatever the
-// order, an n-term f32 dot product is within gamma_n * sum_i |w_i x_i| of the
-// exact value, gamma_n ~ n * 2^-24 (Higham, ch. 3). We allow
+// Tolerance. The f32 path decodes weights exactly to f32 (F16, BF16 and
+// Q8_0's d*q are all exact in f32) and multiplies by f32 inputs without
+// rounding them, so only the f32 summation differs from the fp64 reference:
+// whatever the order, an n-term f32 dot product is within gamma_n * sum_i
+// |w_i x_i| of the exact value, gamma_n ~ n * 2^-24 (Higham, ch. 3). We allow
 // (cols + 4) * 2^-24 * sum|w x|, as tests/test_linear.cc does (+4 for the
-// transpose-add tree's last levels and the chunk boundaries). A wrong weight,
-// scale, row, input or chunk shows as an error of order |w x| itself, orders
-// of magnitude outside the bound.
+// transpose-add tree's last levels and the chunk boundaries). The bf16 path
+// (AVX512_BF16 CPUs, non-F32 weights) also rounds each input and each weight
+// to bf16, a relative error of at most 2^-9 each, so each product is within
+// (2^-8 + 2^-18) of its value: 2^-8 + 2^-17 * sum|w x| more, as for the oneDNN
+// bf16 GEMM in tests/test_linear.cc. A wrong weight, scale, row, input or
+// chunk shows as an error of order |w x| itself, far outside either bound.
+// Each test runs the f32 path, and the bf16 path where the CPU has one.
 #include <doctest/doctest.h>
 #include <omp.h>
 
@@ -30,6 +34,25 @@
 using namespace qkv;
 using namespace qkv::testing;
 
+namespace {
+
+// Runs f once per precision matmul_small has here (f32; bf16 on AVX512_BF16
+// CPUs), with the extra relative tolerance of that precision for dtype t.
+template <class F>
+void for_each_precision(DType t, const F& f) {
+  for (bool bf16 : {false, true}) {
+    detail::set_matmul_small_bf16(bf16);
+    const bool used = detail::matmul_small_precision(t) == detail::GemmPrecision::kBF16;
+    if (bf16 == used) {
+      CAPTURE(bf16);
+      f(bf16 ? 0x1p-8 + 0x1p-17 : 0.0);
+    }
+  }
+  detail::set_matmul_small_bf16(true);
+}
+
+}  // namespace
+
 TEST_CASE("matmul_small matches the reference for every batch size, with partial blocks and tails") {
   for (DType t : kAllTypes) {
     // 43 rows: several row blocks plus a partial one on any target. Columns:
@@ -44,9 +67,11 @@ TEST_CASE("matmul_small matches the reference for every batch size, with partial
         CAPTURE(cols);
         CAPTURE(M);
         const auto X = make_inputs(M, cols, static_cast<uint32_t>(M));
-        std::vector<float> Y(static_cast<size_t>(M * w.m.rows), NAN);
-        detail::matmul_small(w.m, X.data(), M, Y.data());
-        check_result(w, X, M, Y, 0.0);
+        for_each_precision(t, [&](double extra) {
+          std::vector<float> Y(static_cast<size_t>(M * w.m.rows), NAN);
+          detail::matmul_small(w.m, X.data(), M, Y.data());
+          check_result(w, X, M, Y, extra);
+        });
       }
     }
   }
@@ -61,11 +86,13 @@ TEST_CASE("matmul_small gives bit-identical results on 1 and 2 threads") {
       CAPTURE(dtype_name(t));
       CAPTURE(M);
       const auto X = make_inputs(M, 2080, 4);
-      std::vector<float> y1(static_cast<size_t>(M * w.m.rows), NAN), y2(y1.size(), NAN);
-      with_threads(1, [&] { detail::matmul_small(w.m, X.data(), M, y1.data()); });
-      with_threads(2, [&] { detail::matmul_small(w.m, X.data(), M, y2.data()); });
-      CHECK(y1 == y2);
-      check_result(w, X, M, y1, 0.0);
+      for_each_precision(t, [&](double extra) {
+        std::vector<float> y1(static_cast<size_t>(M * w.m.rows), NAN), y2(y1.size(), NAN);
+        with_threads(1, [&] { detail::matmul_small(w.m, X.data(), M, y1.data()); });
+        with_threads(2, [&] { detail::matmul_small(w.m, X.data(), M, y2.data()); });
+        CHECK(y1 == y2);
+        check_result(w, X, M, y1, extra);
+      });
     }
   }
 }
@@ -74,14 +101,16 @@ TEST_CASE("matmul_small called from inside a parallel region runs serially and c
   const auto w = make_matrix(DType::F16, 100, 1100, 5);
   const int64_t M = 11;
   const auto X = make_inputs(M, 1100, 6);
-  std::vector<float> serial(static_cast<size_t>(M * w.m.rows)), nested(serial.size(), NAN);
-  with_threads(1, [&] { detail::matmul_small(w.m, X.data(), M, serial.data()); });
+  for_each_precision(DType::F16, [&](double) {
+    std::vector<float> serial(static_cast<size_t>(M * w.m.rows)), nested(serial.size(), NAN);
+    with_threads(1, [&] { detail::matmul_small(w.m, X.data(), M, serial.data()); });
 #pragma omp parallel num_threads(2)
-  {
+    {
 #pragma omp single
-    detail::matmul_small(w.m, X.data(), M, nested.data());
-  }
-  CHECK(nested == serial);
+      detail::matmul_small(w.m, X.data(), M, nested.data());
+    }
+    CHECK(nested == serial);
+  });
 }
 
 TEST_CASE("matmul_small reads no weight row outside the matrix") {
@@ -95,11 +124,13 @@ TEST_CASE("matmul_small reads no weight row outside the matrix") {
       std::vector<uint8_t> exact(w.bytes);  // a copy sized exactly rows * row_bytes
       const Matrix m{exact.data(), t, rows, cols};
       const auto X = make_inputs(3, cols, 10);
-      std::vector<float> Y(static_cast<size_t>(3 * rows), NAN);
       CAPTURE(dtype_name(t));
       CAPTURE(rows);
-      detail::matmul_small(m, X.data(), 3, Y.data());
-      check_result(w, X, 3, Y, 0.0);
+      for_each_precision(t, [&](double extra) {
+        std::vector<float> Y(static_cast<size_t>(3 * rows), NAN);
+        detail::matmul_small(m, X.data(), 3, Y.data());
+        check_result(w, X, 3, Y, extra);
+      });
     }
   }
 }
@@ -109,7 +140,10 @@ TEST_CASE("matmul_small with no columns gives zeros") {
   for (DType t : kAllTypes) {
     std::vector<float> Y(3 * 5, NAN);
     const float x = 1.0f;
-    detail::matmul_small(Matrix{&none, t, 5, 0}, &x, 3, Y.data());
-    for (float y : Y) CHECK(y == 0.0f);
+    for_each_precision(t, [&](double) {
+      std::fill(Y.begin(), Y.end(), NAN);
+      detail::matmul_small(Matrix{&none, t, 5, 0}, &x, 3, Y.data());
+      for (float y : Y) CHECK(y == 0.0f);
+    });
   }
 }
