@@ -140,32 +140,36 @@ void rmsnorm(const float* x, const float* w, float* out, size_t n, float eps, si
   for (size_t m = 0; m < M; ++m) row(x + m * n, w, out + m * n, n, eps);
 }
 
-void rope(float* x, size_t n_heads, size_t head_dim, size_t rope_dim, int64_t pos, float base) {
-  if (n_heads == 0 || rope_dim == 0) return;
-  QKV_CHECK(x != nullptr, "rope: null pointer");
+namespace {
+void check_rope_dims(size_t head_dim, size_t rope_dim) {
   QKV_CHECK(rope_dim % 2 == 0 && rope_dim <= head_dim, "rope: rope_dim ", rope_dim,
             " must be even and at most head_dim ", head_dim);
+}
+}  // namespace
+
+void rope_angles(size_t rope_dim, int64_t pos, float base, float* cs) {
+  if (rope_dim == 0) return;
+  QKV_CHECK(cs != nullptr, "rope_angles: null pointer");
+  QKV_CHECK(rope_dim % 2 == 0, "rope: rope_dim ", rope_dim, " must be even");
   QKV_CHECK(pos >= 0, "rope: negative position ", pos);
   QKV_CHECK(base > 0.0f, "rope: base must be positive, got ", base);
   // llama2.c: freq = 1 / powf(10000, head_dim_index / (float)head_size);
   // val = pos * freq; fcr = cosf(val); fci = sinf(val). Same float operations here
-  // (std::pow/cos/sin on floats are powf/cosf/sinf), computed once per pair index
-  // and applied to every head.
-  const size_t half = rope_dim / 2;
-  float cs_small[128];
-  std::vector<float> cs_large;
-  float* cs = cs_small;
-  if (2 * half > 128) {
-    cs_large.resize(2 * half);
-    cs = cs_large.data();
-  }
+  // (std::pow/cos/sin on floats are powf/cosf/sinf).
   const float fpos = static_cast<float>(pos);
-  for (size_t k = 0; k < half; ++k) {
+  for (size_t k = 0; k < rope_dim / 2; ++k) {
     const float freq = 1.0f / std::pow(base, static_cast<float>(2 * k) / static_cast<float>(rope_dim));
     const float val = fpos * freq;
     cs[2 * k] = std::cos(val);
     cs[2 * k + 1] = std::sin(val);
   }
+}
+
+void rope_rotate(float* x, size_t n_heads, size_t head_dim, size_t rope_dim, const float* cs) {
+  if (n_heads == 0 || rope_dim == 0) return;
+  QKV_CHECK(x != nullptr && cs != nullptr, "rope: null pointer");
+  check_rope_dims(head_dim, rope_dim);
+  const size_t half = rope_dim / 2;
   for (size_t h = 0; h < n_heads; ++h) {
     float* v = x + h * head_dim;
     for (size_t k = 0; k < half; ++k) {
@@ -175,6 +179,21 @@ void rope(float* x, size_t n_heads, size_t head_dim, size_t rope_dim, int64_t po
       v[2 * k + 1] = v0 * fci + v1 * fcr;
     }
   }
+}
+
+void rope(float* x, size_t n_heads, size_t head_dim, size_t rope_dim, int64_t pos, float base) {
+  if (n_heads == 0 || rope_dim == 0) return;
+  QKV_CHECK(x != nullptr, "rope: null pointer");
+  check_rope_dims(head_dim, rope_dim);
+  float cs_small[128];
+  std::vector<float> cs_large;
+  float* cs = cs_small;
+  if (rope_dim > 128) {
+    cs_large.resize(rope_dim);
+    cs = cs_large.data();
+  }
+  rope_angles(rope_dim, pos, base, cs);
+  rope_rotate(x, n_heads, head_dim, rope_dim, cs);
 }
 
 void softmax(float* x, size_t n) {

@@ -13,6 +13,11 @@ void rmsnorm(const float* x, const float* w, float* out, size_t n, float eps, si
 // of head_dim values in x (contiguous, head after head) and k < rope_dim/2,
 // theta = pos * base^(-2k/rope_dim); (x[2k], x[2k+1]) is rotated by theta.
 void rope(float* x, size_t n_heads, size_t head_dim, size_t rope_dim, int64_t pos, float base);
+// rope() in two steps, so that a position's angles are computed once for every
+// layer: cs[2k], cs[2k+1] = cos, sin of theta_k (rope_dim floats), then the
+// rotation of n_heads heads by them. rope() is exactly these two.
+void rope_angles(size_t rope_dim, int64_t pos, float base, float* cs);
+void rope_rotate(float* x, size_t n_heads, size_t head_dim, size_t rope_dim, const float* cs);
 
 // In-place numerically stable softmax of n values.
 void softmax(float* x, size_t n);

@@ -66,6 +66,7 @@ void Decoder::ensure_rows(int64_t M) {
   att_.resize(n * c.dim);
   hb_.resize(n * c.hidden_dim);
   hb2_.resize(n * c.hidden_dim);
+  rope_cs_.resize(n * c.rope_dim);
   rows_ = M;
 }
 
@@ -135,6 +136,9 @@ void Decoder::forward(int64_t M, const int64_t* seqs, const int64_t* pos) {
   // Decode: each row's sequence length once its new token is stored (the same for every layer).
   std::vector<int64_t> len(static_cast<size_t>(M));
   for (int64_t m = 0; m < M; ++m) len[m] = pos[m] + 1;
+  // Each row's RoPE angles, shared by every layer.
+  const int64_t rd = c.rope_dim;
+  for (int64_t m = 0; m < M; ++m) rope_angles(rd, pos[m], c.rope_theta, &rope_cs_[m * rd]);
 
   for (int64_t l = 0; l < c.n_layers; ++l) {
     const LayerWeights& w = model_.layers[l];
@@ -151,8 +155,8 @@ void Decoder::forward(int64_t M, const int64_t* seqs, const int64_t* pos) {
       linear(w.wv, xb_.data(), M, v_.data());
     }
     for (int64_t m = 0; m < M; ++m) {
-      rope(&q_[m * dim], c.n_heads, c.head_dim, c.rope_dim, pos[m], c.rope_theta);
-      rope(&k_[m * kv_dim], c.n_kv_heads, c.head_dim, c.rope_dim, pos[m], c.rope_theta);
+      rope_rotate(&q_[m * dim], c.n_heads, c.head_dim, rd, &rope_cs_[m * rd]);
+      rope_rotate(&k_[m * kv_dim], c.n_kv_heads, c.head_dim, rd, &rope_cs_[m * rd]);
     }
     if (one_sequence && M > 1) {
       cache_.store(l, seqs[0], pos[0], M, k_.data(), v_.data());

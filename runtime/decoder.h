@@ -59,6 +59,7 @@ class Decoder {
   int64_t rows_ = 0;  // activation rows allocated
   // Activations, [rows][width] each.
   std::vector<float> x_, xb_, q_, k_, v_, att_, hb_, hb2_, logits_;
+  std::vector<float> rope_cs_;  // per row of a step: RoPE cos/sin pairs (rope_angles)
 };
 
 }  // namespace qkv
