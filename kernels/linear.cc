@@ -574,6 +574,26 @@ void matmul(const Matrix& W, const float* X, int64_t M, float* Y) {
   detail::matmul_small(W, X, M, Y);
 }
 
+void matmul_multi(const Matrix* Ws, float* const* Ys, int count, const float* X, int64_t M) {
+  QKV_CHECK(M >= 0, "matmul: negative batch size ", M);
+  if (M == 1) return matvec_multi(Ws, Ys, count, X);
+  QKV_CHECK(count >= 0, "matmul_multi: negative matrix count ", count);
+  if (count == 0 || M == 0) return;
+  QKV_CHECK(Ws != nullptr && Ys != nullptr, "matmul_multi: null matrix or output list");
+  for (int i = 0; i < count; ++i) {
+    check_matrix(Ws[i], "matmul");
+    QKV_CHECK(Ws[i].cols == Ws[0].cols, "matmul_multi: matrix ", i, " has ", Ws[i].cols,
+              " columns but matrix 0 has ", Ws[0].cols, " (they share one input)");
+    QKV_CHECK(Ys[i] != nullptr || Ws[i].rows == 0, "matmul: null output for matrix ", i);
+  }
+  QKV_CHECK(X != nullptr || Ws[0].cols == 0, "matmul: null input");
+  if (M > kMatmulSmallMaxM && !omp_in_parallel()) {
+    for (int i = 0; i < count; ++i) matmul(Ws[i], X, M, Ys[i]);
+    return;
+  }
+  detail::matmul_small_multi(Ws, Ys, count, X, M);
+}
+
 void matmul_reference(const Matrix& W, const float* X, int64_t M, float* Y) {
   check_matrix(W, "matmul_reference");
   QKV_CHECK(M >= 0, "matmul_reference: negative batch size ", M);

@@ -27,6 +27,11 @@ void matvec_multi(const Matrix* Ws, float* const* ys, int count, const float* x)
 // (row strides cols and rows). Prefill and batched decode.
 void matmul(const Matrix& W, const float* X, int64_t M, float* Y);
 
+// Several matrices that share one input X (Ws[i].cols all equal): Ys[i] =
+// X·Ws[i]ᵀ, in one parallel pass where the kernel allows (matvec_multi for
+// M = 1, the small-batch GEMM's bf16 path for M <= 16).
+void matmul_multi(const Matrix* Ws, float* const* Ys, int count, const float* X, int64_t M);
+
 // The scalar reference (fp64 accumulation, rows decoded with decode_row()).
 void matmul_reference(const Matrix& W, const float* X, int64_t M, float* Y);
 

@@ -62,6 +62,9 @@ constexpr size_t kMinParallelBytes = 64 * 1024;
 // Y = X·Wᵀ for 2 <= M <= kMatmulSmallMaxM inputs (batched decode), Highway
 // kernels in kernels/matmul_small.cc; W and the pointers checked by the caller.
 void matmul_small(const Matrix& W, const float* X, int64_t M, float* Y);
+// Ys[i] = X·Ws[i]ᵀ for matrices with equal cols; on the bf16 path one parallel
+// pass over all of them (Q/K/V together, gate and up together).
+void matmul_small_multi(const Matrix* Ws, float* const* Ys, int count, const float* X, int64_t M);
 
 // The precision matmul_small uses for W's dtype: on CPUs with AVX512_BF16,
 // non-F32 weights go through bf16 dot products (kBF16, weights and inputs

@@ -39,6 +39,7 @@
 #include <algorithm>
 #include <cstring>
 #include <type_traits>
+#include <vector>
 
 #include "kernels/error.h"
 #include "kernels/linear_internal.h"
@@ -495,8 +496,8 @@ void MatmulSmallRange(const Matrix& W, const float* X, const float* Xp, int64_t 
 // first decoded to bf16 into a scratch (zero-padded to whole 32-column steps;
 // it stays in L1/L2), and each group of up to kMaxInputs inputs then runs over
 // all columns with its kRows x group accumulators in registers, so no
-// accumulator is ever saved between chunks. The first group's steps also
-// prefetch the next block's rows.
+// accumulator is ever saved between chunks. The groups' steps also prefetch
+// the next block's rows.
 #define QKV_BF16_TARGET __attribute__((target("avx512bf16")))
 
 constexpr size_t kBF16Step = 32;  // columns per vdpbf16ps
@@ -547,14 +548,12 @@ QKV_BF16_TARGET HWY_INLINE void DotTileBF16(const uint16_t* HWY_RESTRICT w, size
   __m512 acc[R][MB];
   for (size_t r = 0; r < R; ++r)
     for (size_t m = 0; m < MB; ++m) acc[r][m] = _mm512_setzero_ps();
-  const size_t steps = n / kBF16Step;
-  const size_t step_bytes = pf.p != nullptr ? (pf.bytes + steps - 1) / steps : 0;
+  // Line k of pf's `lines` per row goes out at step k * steps / lines.
+  const size_t steps = n / kBF16Step, lines = pf.p != nullptr ? (pf.bytes + 63) / 64 : 0;
+  size_t line = 0;
   for (size_t i = 0; i < n; i += kBF16Step) {
-    if (pf.p != nullptr) {
-      const uint8_t* ahead = pf.p + i / kBF16Step * step_bytes;
-      for (size_t r = 0; r < kRows; ++r) {
-        for (size_t b = 0; b < step_bytes; b += 64) __builtin_prefetch(ahead + r * pf.stride + b, 0, 3);
-      }
+    for (; line < lines && line * steps <= i / kBF16Step * lines; ++line) {
+      for (size_t r = 0; r < kRows; ++r) __builtin_prefetch(pf.p + r * pf.stride + line * 64, 0, 3);
     }
     __m512i xv[MB];
     for (size_t m = 0; m < MB; ++m) xv[m] = _mm512_load_si512(x + m * ldx + i);
@@ -582,16 +581,21 @@ QKV_BF16_TARGET void MatmulRangeBF16(const Matrix& W, const uint16_t* HWY_RESTRI
   for (int64_t r = r0; r < r1; r += static_cast<int64_t>(kRows)) {
     const size_t R = static_cast<size_t>(std::min<int64_t>(static_cast<int64_t>(kRows), r1 - r));
     for (size_t k = 0; k < R; ++k) DecodeRowBF16<T>(base + (r + static_cast<int64_t>(k)) * row_bytes, cols, scratch + k * n);
-    // The first group prefetches the thread's next whole block, if it has one.
+    // The groups prefetch the thread's next whole block, if it has one, each
+    // its share of every row (whole lines), so the requests are spread evenly.
     const int64_t next = r + static_cast<int64_t>(kRows);
-    const Prefetch pf{next + static_cast<int64_t>(kRows) <= r1 ? base + next * row_bytes : nullptr, row_bytes,
-                      row_bytes};
+    const uint8_t* next_rows = next + static_cast<int64_t>(kRows) <= r1 ? base + next * row_bytes : nullptr;
+    const size_t groups = (M + kMaxInputs - 1) / kMaxInputs;
+    const size_t share = ((row_bytes + 63) / 64 + groups - 1) / groups * 64;
     ForEachGroup(M, [&](size_t m0, size_t mb, size_t g) QKV_BF16_TARGET HWY_ATTR {
       WithGroupSize(mb, [&](auto tag) QKV_BF16_TARGET HWY_ATTR {
         constexpr size_t MB = decltype(tag)::value;
         const Prefetch none{nullptr, 0, 0};
+        const size_t from = std::min(row_bytes, g * share);
+        const Prefetch pf{next_rows != nullptr && from < row_bytes ? next_rows + from : nullptr, row_bytes,
+                          std::min(share, row_bytes - from)};
         if (R == kRows) {
-          DotTileBF16<kRows, MB>(scratch, n, Xb + m0 * ldx, ldx, n, g == 0 ? pf : none, Y + m0 * ldy + r, ldy);
+          DotTileBF16<kRows, MB>(scratch, n, Xb + m0 * ldx, ldx, n, pf, Y + m0 * ldy + r, ldy);
         } else {
           for (size_t k = 0; k < R; ++k) {
             DotTileBF16<1, MB>(scratch + k * n, n, Xb + m0 * ldx, ldx, n, none, Y + m0 * ldy + r + k, ldy);
@@ -602,11 +606,12 @@ QKV_BF16_TARGET void MatmulRangeBF16(const Matrix& W, const uint16_t* HWY_RESTRI
   }
 }
 
-// One thread's share: packs X to bf16 (its own copy), then computes the row
-// blocks (of `block` rows) it takes from the queue.
-QKV_BF16_TARGET void MatmulSmallBF16(const Matrix& W, const float* X, int64_t M, float* Y,
+// One thread's share of count matrices that share X: packs X to bf16 (its own
+// copy), then computes the row blocks (of `block` rows) it takes from the
+// queue, which numbers the matrices' blocks one after the other.
+QKV_BF16_TARGET void MatmulSmallBF16(const Matrix* Ws, float* const* Ys, int count, const float* X, int64_t M,
                                      detail::BlockQueue* queue, int64_t block) {
-  const size_t cols = static_cast<size_t>(W.cols), n = PaddedColsBF16(cols);
+  const size_t cols = static_cast<size_t>(Ws[0].cols), n = PaddedColsBF16(cols);
   const size_t m = static_cast<size_t>(M);
   // Row stride n + 32: rows whose stride is a multiple of 4 KB would share L1 sets.
   const size_t ldx = n + kBF16Step;
@@ -625,12 +630,21 @@ QKV_BF16_TARGET void MatmulSmallBF16(const Matrix& W, const float* X, int64_t M,
   }
   int64_t b0, b1;
   while (queue->take(&b0, &b1)) {
-    const int64_t r0 = b0 * block, r1 = std::min(W.rows, b1 * block);
-    switch (W.type) {
-      case DType::F32: break;  // F32 weights keep the f32 path (see matmul_small_precision)
-      case DType::F16: MatmulRangeBF16<DType::F16>(W, xb.get(), ldx, m, scratch.get(), Y, r0, r1); break;
-      case DType::BF16: MatmulRangeBF16<DType::BF16>(W, xb.get(), ldx, m, scratch.get(), Y, r0, r1); break;
-      case DType::Q8_0: MatmulRangeBF16<DType::Q8_0>(W, xb.get(), ldx, m, scratch.get(), Y, r0, r1); break;
+    int64_t first = 0;  // global index of matrix i's first block
+    for (int i = 0; i < count && first < b1; ++i) {
+      const Matrix& W = Ws[i];
+      const int64_t nb = (W.rows + block - 1) / block;
+      const int64_t lo = std::max(b0, first), hi = std::min(b1, first + nb);
+      if (lo < hi) {
+        const int64_t r0 = (lo - first) * block, r1 = std::min(W.rows, (hi - first) * block);
+        switch (W.type) {
+          case DType::F32: break;  // F32 weights keep the f32 path (see matmul_small_precision)
+          case DType::F16: MatmulRangeBF16<DType::F16>(W, xb.get(), ldx, m, scratch.get(), Ys[i], r0, r1); break;
+          case DType::BF16: MatmulRangeBF16<DType::BF16>(W, xb.get(), ldx, m, scratch.get(), Ys[i], r0, r1); break;
+          case DType::Q8_0: MatmulRangeBF16<DType::Q8_0>(W, xb.get(), ldx, m, scratch.get(), Ys[i], r0, r1); break;
+        }
+      }
+      first += nb;
     }
   }
 }
@@ -638,7 +652,7 @@ QKV_BF16_TARGET void MatmulSmallBF16(const Matrix& W, const float* X, int64_t M,
 bool HasBF16Path() { return __builtin_cpu_supports("avx512bf16"); }
 #else
 // Other targets have no bf16 dot product; HasBF16Path() keeps this unused.
-void MatmulSmallBF16(const Matrix&, const float*, int64_t, float*, detail::BlockQueue*, int64_t) {
+void MatmulSmallBF16(const Matrix*, float* const*, int, const float*, int64_t, detail::BlockQueue*, int64_t) {
   QKV_CHECK(false, "matmul_small: the bf16 path needs AVX512_BF16");
 }
 bool HasBF16Path() { return false; }
@@ -660,29 +674,20 @@ HWY_EXPORT(HasBF16Path);
 
 namespace detail {
 
-void matmul_small(const Matrix& W, const float* X, int64_t M, float* Y) {
-  if (W.cols == 0) {  // empty dot products
-    std::fill(Y, Y + M * W.rows, 0.0f);
-    return;
-  }
+namespace {
+
+bool go_parallel(size_t bytes) {
+  return !omp_in_parallel() && omp_get_max_threads() > 1 && bytes >= kMinParallelBytes;
+}
+
+// The f32 path for one matrix.
+void matmul_small_f32(const Matrix& W, const float* X, int64_t M, float* Y) {
   const int64_t block = HWY_DYNAMIC_DISPATCH(MatmulSmallRows)();
   const int64_t blocks = (W.rows + block - 1) / block;
   const size_t cols = static_cast<size_t>(W.cols);
-  const size_t bytes = static_cast<size_t>(W.rows) * dtype_row_bytes(W.type, cols);
   auto* const kernel = HWY_DYNAMIC_DISPATCH(MatmulSmallRange);
-  const bool bf16 = matmul_small_precision(W.type) == GemmPrecision::kBF16;
-  const bool parallel = !omp_in_parallel() && omp_get_max_threads() > 1 && bytes >= kMinParallelBytes;
-  // bf16: row blocks from a queue, at least ~64 KB of weights at a time.
-  const int64_t grain = std::max<int64_t>(
-      1, static_cast<int64_t>(64 * 1024 / std::max<size_t>(1, block * dtype_row_bytes(W.type, cols))));
-  BlockQueue queue(blocks, parallel ? omp_get_max_threads() : 1, grain);
-#pragma omp parallel if (parallel)
+#pragma omp parallel if (go_parallel(static_cast<size_t>(W.rows) * dtype_row_bytes(W.type, cols)))
   {
-    const int parts = omp_get_num_threads(), part = omp_get_thread_num();
-    const int64_t b0 = blocks * part / parts, b1 = blocks * (part + 1) / parts;
-    if (bf16) {
-      HWY_DYNAMIC_DISPATCH(MatmulSmallBF16)(W, X, M, Y, &queue, block);
-    } else {
     // Each thread packs its own copy of X: M x cols floats against its share
     // of rows x M x cols FMAs, and no thread waits for another.
     static thread_local hwy::AlignedFreeUniquePtr<float[]> packed;
@@ -699,10 +704,57 @@ void matmul_small(const Matrix& W, const float* X, int64_t M, float* Y) {
     }
     // One contiguous range of whole row blocks per thread: every row is
     // computed by the same code whichever thread has it. (Handing out smaller
-    // pieces dynamically measured no better end to end.)
+    // pieces dynamically measured no better end to end for this path.)
+    const int parts = omp_get_num_threads(), part = omp_get_thread_num();
+    const int64_t b0 = blocks * part / parts, b1 = blocks * (part + 1) / parts;
     if (b0 < b1) kernel(W, X, Xp, M, Y, b0 * block, std::min(W.rows, b1 * block));
+  }
+}
+
+}  // namespace
+
+void matmul_small(const Matrix& W, const float* X, int64_t M, float* Y) {
+  float* const ys[1] = {Y};
+  matmul_small_multi(&W, ys, 1, X, M);
+}
+
+void matmul_small_multi(const Matrix* Ws, float* const* Ys, int count, const float* X, int64_t M) {
+  // Matrices on the f32 path (and empty ones) go one by one; the others share
+  // one bf16 pass.
+  std::vector<Matrix> fused;
+  std::vector<float*> fused_y;
+  for (int i = 0; i < count; ++i) {
+    if (Ws[i].cols == 0) {  // empty dot products
+      std::fill(Ys[i], Ys[i] + M * Ws[i].rows, 0.0f);
+    } else if (matmul_small_precision(Ws[i].type) == GemmPrecision::kBF16) {
+      fused.push_back(Ws[i]);
+      fused_y.push_back(Ys[i]);
+    } else {
+      matmul_small_f32(Ws[i], X, M, Ys[i]);
     }
   }
+  if (fused.empty()) return;
+  Ws = fused.data();
+  Ys = fused_y.data();
+  count = static_cast<int>(fused.size());
+  // bf16: one parallel pass over every matrix's row blocks, taken from a
+  // queue at least ~64 KB of weights at a time.
+  const int64_t block = HWY_DYNAMIC_DISPATCH(MatmulSmallRows)();
+  const size_t cols = static_cast<size_t>(Ws[0].cols);
+  int64_t blocks = 0;
+  size_t bytes = 0;
+  for (int i = 0; i < count; ++i) {
+    blocks += (Ws[i].rows + block - 1) / block;
+    bytes += static_cast<size_t>(Ws[i].rows) * dtype_row_bytes(Ws[i].type, cols);
+  }
+  if (blocks == 0) return;
+  const bool parallel = go_parallel(bytes);
+  const int64_t grain = std::max<int64_t>(
+      1, static_cast<int64_t>(64 * 1024 / std::max<size_t>(1, block * dtype_row_bytes(Ws[0].type, cols))));
+  BlockQueue queue(blocks, parallel ? omp_get_max_threads() : 1, grain);
+  auto* const kernel = HWY_DYNAMIC_DISPATCH(MatmulSmallBF16);
+#pragma omp parallel if (parallel)
+  kernel(Ws, Ys, count, X, M, &queue, block);
 }
 
 namespace {

@@ -26,15 +26,6 @@ KVCacheConfig cache_config(const Model& model, const DecoderOptions& o) {
   return kv;
 }
 
-// Y = X·Wᵀ for M rows: the decode matvec for one row, the GEMM otherwise.
-void linear(const Matrix& W, const float* X, int64_t M, float* Y) {
-  if (M == 1) {
-    matvec(W, X, Y);
-  } else {
-    matmul(W, X, M, Y);
-  }
-}
-
 const float* norm_weights(const Matrix& m) { return static_cast<const float*>(m.data); }
 
 }  // namespace
@@ -145,15 +136,9 @@ void Decoder::forward(int64_t M, const int64_t* seqs, const int64_t* pos) {
 
     // Attention: x += Wo · attention(rope(Wq·norm(x)), rope(Wk·norm(x)), Wv·norm(x))
     rmsnorm(x_.data(), norm_weights(w.attn_norm), xb_.data(), dim, c.norm_eps, M);
-    if (M == 1) {
-      const Matrix qkv[3] = {w.wq, w.wk, w.wv};
-      float* const outs[3] = {q_.data(), k_.data(), v_.data()};
-      matvec_multi(qkv, outs, 3, xb_.data());
-    } else {
-      linear(w.wq, xb_.data(), M, q_.data());
-      linear(w.wk, xb_.data(), M, k_.data());
-      linear(w.wv, xb_.data(), M, v_.data());
-    }
+    const Matrix qkv[3] = {w.wq, w.wk, w.wv};
+    float* const qkv_out[3] = {q_.data(), k_.data(), v_.data()};
+    matmul_multi(qkv, qkv_out, 3, xb_.data(), M);
     for (int64_t m = 0; m < M; ++m) {
       rope_rotate(&q_[m * dim], c.n_heads, c.head_dim, rd, &rope_cs_[m * rd]);
       rope_rotate(&k_[m * kv_dim], c.n_kv_heads, c.head_dim, rd, &rope_cs_[m * rd]);
@@ -165,21 +150,16 @@ void Decoder::forward(int64_t M, const int64_t* seqs, const int64_t* pos) {
       for (int64_t m = 0; m < M; ++m) cache_.store(l, seqs[m], pos[m], 1, &k_[m * kv_dim], &v_[m * kv_dim]);
       cache_.attend_decode(l, seqs, len.data(), M, c.n_heads, q_.data(), att_.data());
     }
-    linear(w.wo, att_.data(), M, xb_.data());
+    matmul(w.wo, att_.data(), M, xb_.data());
     add_inplace(x_.data(), xb_.data(), M * dim);
 
     // Feed-forward: x += W_down · (silu(W_gate·norm(x)) * (W_up·norm(x)))
     rmsnorm(x_.data(), norm_weights(w.ffn_norm), xb_.data(), dim, c.norm_eps, M);
-    if (M == 1) {
-      const Matrix gate_up[2] = {w.ffn_gate, w.ffn_up};
-      float* const outs[2] = {hb_.data(), hb2_.data()};
-      matvec_multi(gate_up, outs, 2, xb_.data());
-    } else {
-      linear(w.ffn_gate, xb_.data(), M, hb_.data());
-      linear(w.ffn_up, xb_.data(), M, hb2_.data());
-    }
+    const Matrix gate_up[2] = {w.ffn_gate, w.ffn_up};
+    float* const gate_up_out[2] = {hb_.data(), hb2_.data()};
+    matmul_multi(gate_up, gate_up_out, 2, xb_.data(), M);
     silu_mul(hb_.data(), hb2_.data(), M * hidden);
-    linear(w.ffn_down, hb_.data(), M, xb_.data());
+    matmul(w.ffn_down, hb_.data(), M, xb_.data());
     add_inplace(x_.data(), xb_.data(), M * dim);
   }
 
@@ -219,7 +199,7 @@ void Decoder::logits_for(int64_t first_row, int64_t rows) {
   const ModelConfig& c = model_.config;
   float* x = &x_[first_row * c.dim];
   rmsnorm(x, norm_weights(model_.output_norm), xb_.data(), c.dim, c.norm_eps, rows);
-  linear(model_.output, xb_.data(), rows, logits_.data());
+  matmul(model_.output, xb_.data(), rows, logits_.data());
 }
 
 }  // namespace qkv

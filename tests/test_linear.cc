@@ -167,6 +167,40 @@ TEST_CASE("matvec_multi equals separate matvecs") {
   check_result(a, x, 1, ya, 0.0);
 }
 
+TEST_CASE("matmul_multi equals separate matmuls") {
+  // Different rows and dtypes, one shared input, every kind of batch: the
+  // matvec (M = 1), the small-batch GEMM (one pass over all matrices on its
+  // bf16 path), oneDNN (M > 16). A row's arithmetic does not depend on the
+  // other matrices, so the results are identical. With an F32 matrix in the
+  // list the small GEMM runs them one by one, on the same kernels.
+  const int64_t cols = 256;
+  const auto a = make_matrix(DType::F16, 257, cols, 1);
+  const auto b = make_matrix(DType::Q8_0, 66, cols, 2);
+  const auto c = make_matrix(DType::BF16, 3, cols, 3);
+  const auto f = make_matrix(DType::F32, 20, cols, 4);
+  for (bool with_f32 : {false, true}) {
+    for (int64_t M : {1, 5, 16, 40}) {
+      CAPTURE(with_f32);
+      CAPTURE(M);
+      const auto X = random_vec(static_cast<size_t>(M * cols), static_cast<uint32_t>(M));
+      const Matrix Ws[4] = {a.m, b.m, c.m, f.m};
+      const int count = with_f32 ? 4 : 3;
+      std::vector<std::vector<float>> ys(4), refs(4);
+      float* out[4];
+      for (int i = 0; i < 4; ++i) {
+        ys[i].assign(static_cast<size_t>(M * Ws[i].rows), NAN);
+        refs[i].assign(ys[i].size(), NAN);
+        out[i] = ys[i].data();
+      }
+      with_threads(2, [&] { matmul_multi(Ws, out, count, X.data(), M); });
+      for (int i = 0; i < count; ++i) {
+        with_threads(2, [&] { matmul(Ws[i], X.data(), M, refs[i].data()); });
+        CHECK(ys[i] == refs[i]);
+      }
+    }
+  }
+}
+
 TEST_CASE("1 and 2 threads give the same results") {
   for (DType t : kAllTypes) {
     CAPTURE(dtype_name(t));
@@ -254,6 +288,11 @@ TEST_CASE("bad shapes and pointers are rejected with qkv::Error") {
   CHECK_THROWS_AS(matvec_multi(same, null_ys, 2, x.data()), Error);
   CHECK_THROWS_AS(matvec_multi(same, ys, -1, x.data()), Error);
   CHECK_THROWS_AS(matvec_multi(nullptr, ys, 2, x.data()), Error);
+  CHECK_THROWS_WITH_AS(matmul_multi(Ws, ys, 2, x.data(), 3), doctest::Contains("columns"), Error);
+  CHECK_THROWS_AS(matmul_multi(same, null_ys, 2, x.data(), 3), Error);
+  CHECK_THROWS_AS(matmul_multi(same, ys, -1, x.data(), 3), Error);
+  CHECK_THROWS_AS(matmul_multi(same, ys, 2, x.data(), -1), Error);
+  CHECK_THROWS_AS(matmul_multi(nullptr, ys, 2, x.data(), 3), Error);
 }
 
 TEST_CASE("matvec software prefetch changes no result, at any distance") {
