@@ -40,6 +40,7 @@
 
 #include "hwy/aligned_allocator.h"
 #include "kernels/attention.h"
+#include "kernels/block_queue.h"
 #include "kernels/attention_common.h"
 #include "kernels/error.h"
 
@@ -986,6 +987,23 @@ void MergeItem(const Call& c, const Plan& p, int64_t base, float* partials) {
   }
 }
 
+// The first keys of an item's K and V rows (the row kernel's prefetch
+// distance), requested ahead of the item.
+template <DType T>
+void PrefetchItemHead(const Call& c, const Plan& p, const Item& it) {
+#if HWY_TARGET != HWY_SCALAR
+  if (!p.row_kernel || it.hi <= it.lo) return;
+  const int64_t row_bytes = static_cast<int64_t>(dtype_row_bytes(T, static_cast<size_t>(c.s.d)));
+  const int64_t n = std::min(RowPrefetch::Distance(row_bytes), it.hi - it.lo);
+  const uint8_t* kbase = static_cast<const uint8_t*>(c.k.data) + it.b * c.k.batch_stride + it.hkv * c.k.head_stride;
+  const uint8_t* vbase = static_cast<const uint8_t*>(c.v.data) + it.b * c.v.batch_stride + it.hkv * c.v.head_stride;
+  const RowPrefetch pf{kbase, vbase, c.k.row_stride, c.v.row_stride, row_bytes, it.lo, it.hi};
+  pf.Keys(it.lo, n);
+#else
+  (void)c, (void)p, (void)it;
+#endif
+}
+
 template <DType T>
 void RunTyped(const Call& c) {
   const Plan p = MakePlan(c.s, c.threads);
@@ -995,14 +1013,29 @@ void RunTyped(const Call& c) {
   const int threads = static_cast<int>(std::min<int64_t>(c.threads, n_items));
   float* scratch = attn::ThreadBuffer(0, per_thread * static_cast<size_t>(threads));
   float* partials = p.nsplit > 1 ? attn::ThreadBuffer(1, static_cast<size_t>(n_items * p.rows * (c.s.d + 2))) : nullptr;
+  // Decode (row kernel): items go out in ranges (large first, then single
+  // items), so a thread knows its next item and starts that item's K/V
+  // streams while it works: decode items are often short (a batch of
+  // sequences at small depth), and each would otherwise begin with a DRAM
+  // miss on both streams. Other items one at a time, heaviest first (MakeItem).
+  detail::BlockQueue queue(n_items, threads, 1);
 #pragma omp parallel num_threads(threads)
   {
     float* mine = scratch + per_thread * static_cast<size_t>(omp_get_thread_num());
-#pragma omp for schedule(dynamic, 1)
-    for (int64_t idx = 0; idx < n_items; ++idx) {
-      RunItem<T>(c, p, MakeItem(c, p, idx), mine, partials, idx);
+    if (p.row_kernel) {
+      int64_t i0, i1;
+      while (queue.take(&i0, &i1)) {
+        for (int64_t idx = i0; idx < i1; ++idx) {
+          if (idx + 1 < i1) PrefetchItemHead<T>(c, p, MakeItem(c, p, idx + 1));
+          RunItem<T>(c, p, MakeItem(c, p, idx), mine, partials, idx);
+        }
+      }
+    } else {
+#pragma omp for schedule(dynamic, 1) nowait
+      for (int64_t idx = 0; idx < n_items; ++idx) RunItem<T>(c, p, MakeItem(c, p, idx), mine, partials, idx);
     }
     if (p.nsplit > 1) {
+#pragma omp barrier
 #pragma omp for schedule(static)
       for (int64_t base = 0; base < p.items_base; ++base) MergeItem(c, p, base, partials);
     }
