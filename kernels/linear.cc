@@ -482,12 +482,6 @@ size_t weight_bytes(const Matrix& W) {
 
 using detail::BlockQueue;
 
-// Smallest range of weights a thread takes at a time from a BlockQueue.
-constexpr size_t kMinChunkBytes = 64 * 1024;
-
-bool go_parallel(size_t bytes) {
-  return !omp_in_parallel() && omp_get_max_threads() > 1 && bytes >= detail::kMinParallelBytes;
-}
 
 }  // namespace
 
@@ -540,8 +534,8 @@ void matvec_multi(const Matrix* Ws, float* const* ys, int count, const float* x)
   auto* const kernel = HWY_DYNAMIC_DISPATCH(MatvecRange);
   // The matrices' row blocks form one sequence, handed out in shrinking ranges.
   const int64_t min_blocks = std::max<int64_t>(
-      1, static_cast<int64_t>(kMinChunkBytes / std::max<size_t>(1, kRowBlock * dtype_row_bytes(Ws[0].type, static_cast<size_t>(Ws[0].cols)))));
-  const bool parallel = go_parallel(bytes);
+      1, static_cast<int64_t>(detail::kMinChunkBytes / std::max<size_t>(1, kRowBlock * dtype_row_bytes(Ws[0].type, static_cast<size_t>(Ws[0].cols)))));
+  const bool parallel = detail::go_parallel(bytes);
   BlockQueue queue(blocks, parallel ? omp_get_max_threads() : 1, min_blocks);
 #pragma omp parallel if (parallel)
   {
@@ -621,6 +615,10 @@ Q8Dot g_q8_mode = Q8Dot::kInt8;
 size_t g_prefetch_bytes[4] = {kDefaultMatvecPrefetchBytes, kDefaultMatvecPrefetchBytes, kDefaultMatvecPrefetchBytes,
                               kDefaultMatvecPrefetchBytesQ8};
 }  // namespace
+
+bool go_parallel(size_t bytes) {
+  return !omp_in_parallel() && omp_get_max_threads() > 1 && bytes >= kMinParallelBytes;
+}
 
 Q8Dot q8_matvec_mode() { return g_q8_mode; }
 void set_q8_matvec_mode(Q8Dot mode) { g_q8_mode = mode; }

@@ -26,6 +26,13 @@ GemmPrecision default_gemm_precision(DType t);
 // costs more than the work.
 constexpr size_t kMinParallelBytes = 64 * 1024;
 
+// Whether a call on this many weight bytes opens a parallel region: not when
+// already inside one, not on one thread, not below kMinParallelBytes.
+bool go_parallel(size_t bytes);
+
+// Smallest range of weights a thread takes at a time from a BlockQueue.
+constexpr size_t kMinChunkBytes = 64 * 1024;
+
 // Y = X·Wᵀ for 2 <= M <= kMatmulSmallMaxM inputs (batched decode), Highway
 // kernels in kernels/matmul_small.cc; W and the pointers checked by the caller.
 void matmul_small(const Matrix& W, const float* X, int64_t M, float* Y);

@@ -676,10 +676,6 @@ namespace detail {
 
 namespace {
 
-bool go_parallel(size_t bytes) {
-  return !omp_in_parallel() && omp_get_max_threads() > 1 && bytes >= kMinParallelBytes;
-}
-
 // The f32 path for one matrix.
 void matmul_small_f32(const Matrix& W, const float* X, int64_t M, float* Y) {
   const int64_t block = HWY_DYNAMIC_DISPATCH(MatmulSmallRows)();
@@ -738,7 +734,7 @@ void matmul_small_multi(const Matrix* Ws, float* const* Ys, int count, const flo
   Ys = fused_y.data();
   count = static_cast<int>(fused.size());
   // bf16: one parallel pass over every matrix's row blocks, taken from a
-  // queue at least ~64 KB of weights at a time.
+  // queue at least kMinChunkBytes of weights at a time.
   const int64_t block = HWY_DYNAMIC_DISPATCH(MatmulSmallRows)();
   const size_t cols = static_cast<size_t>(Ws[0].cols);
   int64_t blocks = 0;
@@ -750,7 +746,7 @@ void matmul_small_multi(const Matrix* Ws, float* const* Ys, int count, const flo
   if (blocks == 0) return;
   const bool parallel = go_parallel(bytes);
   const int64_t grain = std::max<int64_t>(
-      1, static_cast<int64_t>(64 * 1024 / std::max<size_t>(1, block * dtype_row_bytes(Ws[0].type, cols))));
+      1, static_cast<int64_t>(kMinChunkBytes / std::max<size_t>(1, block * dtype_row_bytes(Ws[0].type, cols))));
   BlockQueue queue(blocks, parallel ? omp_get_max_threads() : 1, grain);
   auto* const kernel = HWY_DYNAMIC_DISPATCH(MatmulSmallBF16);
 #pragma omp parallel if (parallel)

@@ -89,6 +89,34 @@ TEST_CASE("rope is llama2.c's float formula exactly, and close to the exact rota
   }
 }
 
+TEST_CASE("rope_angles then rope_rotate is rope exactly; their bad arguments throw") {
+  // The decoder computes a position's angles once and rotates every layer's
+  // q and k with them: the same float operations as rope(), so bit-identical.
+  const size_t n_heads = 3, head_dim = 16;
+  for (size_t rope_dim : {size_t{8}, size_t{16}}) {
+    for (int64_t pos : {int64_t{0}, int64_t{7}, int64_t{4095}}) {
+      CAPTURE(rope_dim);
+      CAPTURE(pos);
+      auto a = random_vec(n_heads * head_dim, 11);
+      auto b = a;
+      rope(a.data(), n_heads, head_dim, rope_dim, pos, 10000.0f);
+      std::vector<float> cs(rope_dim);
+      rope_angles(rope_dim, pos, 10000.0f, cs.data());
+      rope_rotate(b.data(), n_heads, head_dim, rope_dim, cs.data());
+      CHECK(a == b);
+    }
+  }
+  std::vector<float> cs(18), x(n_heads * head_dim, 1.0f);
+  CHECK_THROWS_AS(rope_angles(7, 1, 10000.0f, cs.data()), Error);
+  CHECK_THROWS_AS(rope_angles(8, -1, 10000.0f, cs.data()), Error);
+  CHECK_THROWS_AS(rope_angles(8, 1, 0.0f, cs.data()), Error);
+  CHECK_THROWS_AS(rope_angles(8, 1, 10000.0f, nullptr), Error);
+  CHECK_THROWS_AS(rope_rotate(x.data(), n_heads, head_dim, 18, cs.data()), Error);
+  CHECK_THROWS_AS(rope_rotate(x.data(), n_heads, head_dim, 7, cs.data()), Error);
+  CHECK_THROWS_AS(rope_rotate(nullptr, n_heads, head_dim, 8, cs.data()), Error);
+  CHECK_THROWS_AS(rope_rotate(x.data(), n_heads, head_dim, 8, nullptr), Error);
+}
+
 TEST_CASE("rope with a partial rope_dim leaves the tail alone; bad arguments throw") {
   const size_t n_heads = 2, head_dim = 16, rope_dim = 8;
   const auto x0 = random_vec(n_heads * head_dim, 3);
