@@ -36,6 +36,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 #include "hwy/aligned_allocator.h"
@@ -583,9 +584,10 @@ HWY_INLINE VF TransposeSum(DF df, VF* v, size_t n) {
 // TreeLevel 0 of (dot vector of key slot+k, of key slot+k+1) for even k (slot even). A
 // single key (KB == 1) is paired with zeros. Halves the stores and reloads
 // through `part` against storing every key's vector.
-template <DType T, int RB, int KB>
-HWY_INLINE void RowDots(DF df, const float* HWY_RESTRICT qs, size_t d, const uint8_t* krow, int64_t rs,
+template <DType T, int RB, int KB, size_t kD = 0>
+HWY_INLINE void RowDots(DF df, const float* HWY_RESTRICT qs, size_t d_runtime, const uint8_t* krow, int64_t rs,
                         float* HWY_RESTRICT part, size_t slot) {
+  const size_t d = kD != 0 ? kD : d_runtime;
   static_assert(KB == 1 || KB % 2 == 0, "keys are paired");
   const size_t N = hn::Lanes(df);
   VF acc[KB][RB];
@@ -617,9 +619,10 @@ HWY_INLINE void RowDots(DF df, const float* HWY_RESTRICT qs, size_t d, const uin
 // acc rows [RB][d] += Σ_j p[r][j] * v_j for XB column vectors at a time, so the
 // accumulators stay in registers across the block and each p[r][j] broadcast
 // feeds XB FMAs.
-template <DType T, int RB, int XB>
+template <DType T, int RB, int XB, size_t kD = 0>
 HWY_INLINE void RowAccumulateCols(DF df, const float* HWY_RESTRICT pr, size_t bk, size_t nk, const uint8_t* vrow0,
-                                  int64_t rs, size_t d, size_t x, float* HWY_RESTRICT acc) {
+                                  int64_t rs, size_t d_runtime, size_t x, float* HWY_RESTRICT acc) {
+  const size_t d = kD != 0 ? kD : d_runtime;
   const size_t N = hn::Lanes(df);
   VF a[XB][RB];
   for (int xb = 0; xb < XB; ++xb)
@@ -637,23 +640,24 @@ HWY_INLINE void RowAccumulateCols(DF df, const float* HWY_RESTRICT pr, size_t bk
     for (int r = 0; r < RB; ++r) hn::Store(a[xb][r], df, acc + r * d + x + xb * N);
 }
 
-template <DType T, int RB>
+template <DType T, int RB, size_t kD = 0>
 HWY_INLINE void RowAccumulate(DF df, const float* HWY_RESTRICT pr, size_t bk, size_t nk, const uint8_t* vrow0,
-                              int64_t rs, size_t d, float* HWY_RESTRICT acc) {
+                              int64_t rs, size_t d_runtime, float* HWY_RESTRICT acc) {
+  const size_t d = kD != 0 ? kD : d_runtime;
   const size_t N = hn::Lanes(df);
   constexpr int XB = RowKB<RB>();
   size_t x = 0;
-  for (; x + XB * N <= d; x += XB * N) RowAccumulateCols<T, RB, XB>(df, pr, bk, nk, vrow0, rs, d, x, acc);
+  for (; x + XB * N <= d; x += XB * N) RowAccumulateCols<T, RB, XB, kD>(df, pr, bk, nk, vrow0, rs, d, x, acc);
   // Rows narrower than XB vectors (d = 64 is 4 with AVX-512) still go several
   // vectors at a time: one vector per pass leaves each row a single chain of
   // dependent FMAs, latency-bound (measured 1.3x slower for d = 64, 3 rows).
   if constexpr (XB > 4) {
-    for (; x + 4 * N <= d; x += 4 * N) RowAccumulateCols<T, RB, 4>(df, pr, bk, nk, vrow0, rs, d, x, acc);
+    for (; x + 4 * N <= d; x += 4 * N) RowAccumulateCols<T, RB, 4, kD>(df, pr, bk, nk, vrow0, rs, d, x, acc);
   }
   if constexpr (XB > 2) {
-    for (; x + 2 * N <= d; x += 2 * N) RowAccumulateCols<T, RB, 2>(df, pr, bk, nk, vrow0, rs, d, x, acc);
+    for (; x + 2 * N <= d; x += 2 * N) RowAccumulateCols<T, RB, 2, kD>(df, pr, bk, nk, vrow0, rs, d, x, acc);
   }
-  for (; x < d; x += N) RowAccumulateCols<T, RB, 1>(df, pr, bk, nk, vrow0, rs, d, x, acc);
+  for (; x < d; x += N) RowAccumulateCols<T, RB, 1, kD>(df, pr, bk, nk, vrow0, rs, d, x, acc);
 }
 
 // Software prefetch for the row kernel: K and V rows a fixed distance ahead of
@@ -685,7 +689,7 @@ struct RowPrefetch {
   }
 };
 
-template <DType T, int RB>
+template <DType T, int RB, size_t kD = 0>
 HWY_INLINE void RowBlockRows(DF df, const float* qs, size_t d, const uint8_t* kblk, int64_t rs, size_t nk,
                              float* part, float* st, size_t bk, const RowPrefetch* pf) {
   const size_t N = hn::Lanes(df);
@@ -696,10 +700,10 @@ HWY_INLINE void RowBlockRows(DF df, const float* qs, size_t d, const uint8_t* kb
     if (pf) pf->Keys(pf->from + static_cast<int64_t>(jg), static_cast<int64_t>(ng));
     size_t jj = 0;
     for (; jj + KB <= ng; jj += KB)
-      RowDots<T, RB, KB>(df, qs, d, kblk + static_cast<int64_t>(jg + jj) * rs, rs, part, jj);
+      RowDots<T, RB, KB, kD>(df, qs, d, kblk + static_cast<int64_t>(jg + jj) * rs, rs, part, jj);
     if (KB > 2)
-      for (; jj + 2 <= ng; jj += 2) RowDots<T, RB, 2>(df, qs, d, kblk + static_cast<int64_t>(jg + jj) * rs, rs, part, jj);
-    if (jj < ng) RowDots<T, RB, 1>(df, qs, d, kblk + static_cast<int64_t>(jg + jj) * rs, rs, part, jj);
+      for (; jj + 2 <= ng; jj += 2) RowDots<T, RB, 2, kD>(df, qs, d, kblk + static_cast<int64_t>(jg + jj) * rs, rs, part, jj);
+    if (jj < ng) RowDots<T, RB, 1, kD>(df, qs, d, kblk + static_cast<int64_t>(jg + jj) * rs, rs, part, jj);
     // The remaining levels of the tree over the N/2 pair vectors of each row.
     const size_t npairs = (ng + 1) / 2;
     for (int r = 0; r < RB; ++r) {
@@ -829,6 +833,16 @@ __attribute__((target("avx512vnni"))) void ScoresQ8Vnni(const QueryQ8& qq, int64
 }
 #endif  // HWY_TARGET == HWY_AVX3_DL
 
+// Calls f with std::integral_constant<size_t, kD>: kD = d for the head dims
+// with fast paths (64 and 128: the loops over d unroll completely and their
+// counters and bounds disappear), 0 (read d at run time) for the others.
+template <class F>
+HWY_INLINE void WithHeadDim(size_t d, const F& f) {
+  if (d == 64) return f(std::integral_constant<size_t, 64>());
+  if (d == 128) return f(std::integral_constant<size_t, 128>());
+  return f(std::integral_constant<size_t, 0>());
+}
+
 template <DType T>
 void RowItem(const Call& c, const Plan& p, const Item& it, float* scratch, float* partials, int64_t idx) {
   const DF df;
@@ -892,11 +906,14 @@ void RowItem(const Call& c, const Plan& p, const Item& it, float* scratch, float
       for (; r < rows; ++r) ScoresQ8Vnni<1>(qq, r, kblk, krs, nk, st, bk, r == 0 ? &pf : nullptr);
     }
 #endif
-    for (; r + 8 <= rows; r += 8) RowBlockRows<T, 8>(df, qs + r * d, d, kblk, krs, nk, part, st + r * bk, bk, r == 0 ? &pf : nullptr);
-    for (; r + 4 <= rows; r += 4) RowBlockRows<T, 4>(df, qs + r * d, d, kblk, krs, nk, part, st + r * bk, bk, r == 0 ? &pf : nullptr);
-    for (; r + 3 <= rows; r += 3) RowBlockRows<T, 3>(df, qs + r * d, d, kblk, krs, nk, part, st + r * bk, bk, r == 0 ? &pf : nullptr);
-    for (; r + 2 <= rows; r += 2) RowBlockRows<T, 2>(df, qs + r * d, d, kblk, krs, nk, part, st + r * bk, bk, r == 0 ? &pf : nullptr);
-    for (; r < rows; ++r) RowBlockRows<T, 1>(df, qs + r * d, d, kblk, krs, nk, part, st + r * bk, bk, r == 0 ? &pf : nullptr);
+    WithHeadDim(d, [&](auto head_dim) HWY_ATTR {
+      constexpr size_t kD = decltype(head_dim)::value;
+      for (; r + 8 <= rows; r += 8) RowBlockRows<T, 8, kD>(df, qs + r * d, d, kblk, krs, nk, part, st + r * bk, bk, r == 0 ? &pf : nullptr);
+      for (; r + 4 <= rows; r += 4) RowBlockRows<T, 4, kD>(df, qs + r * d, d, kblk, krs, nk, part, st + r * bk, bk, r == 0 ? &pf : nullptr);
+      for (; r + 3 <= rows; r += 3) RowBlockRows<T, 3, kD>(df, qs + r * d, d, kblk, krs, nk, part, st + r * bk, bk, r == 0 ? &pf : nullptr);
+      for (; r + 2 <= rows; r += 2) RowBlockRows<T, 2, kD>(df, qs + r * d, d, kblk, krs, nk, part, st + r * bk, bk, r == 0 ? &pf : nullptr);
+      for (; r < rows; ++r) RowBlockRows<T, 1, kD>(df, qs + r * d, d, kblk, krs, nk, part, st + r * bk, bk, r == 0 ? &pf : nullptr);
+    });
 
     const bool full = j0 >= it.flo && j0 + static_cast<int64_t>(nk) <= it.fhi && !c.mi.per_key_parts();
     if (!full) ApplyMask(c, it, rows, j0, static_cast<int64_t>(nk), st, 1, static_cast<int64_t>(bk));
@@ -926,11 +943,14 @@ void RowItem(const Call& c, const Plan& p, const Item& it, float* scratch, float
       }
     }
     r = 0;
-    for (; r + 8 <= rows; r += 8) RowAccumulate<T, 8>(df, st + r * bk, bk, nk, vblk, vrs, d, acc + r * d);
-    for (; r + 4 <= rows; r += 4) RowAccumulate<T, 4>(df, st + r * bk, bk, nk, vblk, vrs, d, acc + r * d);
-    for (; r + 3 <= rows; r += 3) RowAccumulate<T, 3>(df, st + r * bk, bk, nk, vblk, vrs, d, acc + r * d);
-    for (; r + 2 <= rows; r += 2) RowAccumulate<T, 2>(df, st + r * bk, bk, nk, vblk, vrs, d, acc + r * d);
-    for (; r < rows; ++r) RowAccumulate<T, 1>(df, st + r * bk, bk, nk, vblk, vrs, d, acc + r * d);
+    WithHeadDim(d, [&](auto head_dim) HWY_ATTR {
+      constexpr size_t kD = decltype(head_dim)::value;
+      for (; r + 8 <= rows; r += 8) RowAccumulate<T, 8, kD>(df, st + r * bk, bk, nk, vblk, vrs, d, acc + r * d);
+      for (; r + 4 <= rows; r += 4) RowAccumulate<T, 4, kD>(df, st + r * bk, bk, nk, vblk, vrs, d, acc + r * d);
+      for (; r + 3 <= rows; r += 3) RowAccumulate<T, 3, kD>(df, st + r * bk, bk, nk, vblk, vrs, d, acc + r * d);
+      for (; r + 2 <= rows; r += 2) RowAccumulate<T, 2, kD>(df, st + r * bk, bk, nk, vblk, vrs, d, acc + r * d);
+      for (; r < rows; ++r) RowAccumulate<T, 1, kD>(df, st + r * bk, bk, nk, vblk, vrs, d, acc + r * d);
+    });
   }
 
   if (p.nsplit == 1) {
