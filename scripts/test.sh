@@ -54,10 +54,10 @@ fi
 
 stage "AddressSanitizer + UBSan"
 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-  sanitized_stage build-asan asan -DQKV_SANITIZE=ON
+  sanitized_stage build-asan asan -DQKV_SANITIZE=ON -DQKV_SKIP_AVX2_AVX3=ON
 
 stage "ThreadSanitizer"
-TSAN_OPTIONS=halt_on_error=1 sanitized_stage build-tsan tsan -DQKV_TSAN=ON
+TSAN_OPTIONS=halt_on_error=1 sanitized_stage build-tsan tsan -DQKV_TSAN=ON -DQKV_SKIP_AVX2_AVX3=ON
 
 stage "Kernels compiled for Highway's SCALAR target only"
 sanitized_stage build-scalar kernels -DQKV_SCALAR_ONLY=ON -DCMAKE_BUILD_TYPE=Release
