@@ -23,17 +23,18 @@ namespace qkv {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-// Sums kProbeReadStreams (4) runs of `len` floats that start `len` apart at `base`: one
-// loop reads all of them at once, two vectors per stream per iteration, so
-// 8 independent loads are in flight. Returns the sum so the reads
-// cannot be optimised away.
-float ReadStreams(const float* HWY_RESTRICT base, size_t len) {
-  const hn::ScalableTag<float> d;
+// Sums kProbeReadStreams (4) runs of `len` 32-bit words that start `len` apart
+// at `base`: one loop reads all of them at once, two vectors per stream per
+// iteration, so 8 independent loads are in flight. Integer adds, so any bytes
+// can be read (a model's weights too: as floats they could be subnormals or
+// NaNs). Returns the sum so the reads cannot be optimised away.
+uint32_t ReadStreams(const uint32_t* HWY_RESTRICT base, size_t len) {
+  const hn::ScalableTag<uint32_t> d;
   const size_t N = hn::Lanes(d);
-  const float* s0 = base;
-  const float* s1 = base + len;
-  const float* s2 = base + 2 * len;
-  const float* s3 = base + 3 * len;
+  const uint32_t* s0 = base;
+  const uint32_t* s1 = base + len;
+  const uint32_t* s2 = base + 2 * len;
+  const uint32_t* s3 = base + 3 * len;
   auto a0 = hn::Zero(d), a1 = hn::Zero(d), a2 = hn::Zero(d), a3 = hn::Zero(d);
   auto b0 = hn::Zero(d), b1 = hn::Zero(d), b2 = hn::Zero(d), b3 = hn::Zero(d);
   size_t i = 0;
@@ -48,7 +49,7 @@ float ReadStreams(const float* HWY_RESTRICT base, size_t len) {
     b3 = hn::Add(b3, hn::Load(d, s3 + i + N));
   }
   const auto total = hn::Add(hn::Add(hn::Add(a0, a1), hn::Add(a2, a3)), hn::Add(hn::Add(b0, b1), hn::Add(b2, b3)));
-  float sum = hn::GetLane(hn::SumOfLanes(d, total));
+  uint32_t sum = hn::GetLane(hn::SumOfLanes(d, total));
   for (; i < len; ++i) sum += s0[i] + s1[i] + s2[i] + s3[i];
   return sum;
 }
@@ -106,6 +107,7 @@ double seconds_since(Clock::time_point t0) {
 
 // Keeps the kernels' results observable so no pass is optimised away.
 volatile float g_sink = 0.0f;
+volatile uint32_t g_word_sink = 0;
 
 // An anonymous mapping advised for transparent huge pages (fewer TLB misses,
 // as the KV cache does), written once by the threads that will read it.
@@ -138,29 +140,50 @@ double probe_read_bandwidth(const void* data, uint64_t bytes, int threads, int p
             "probe: the read buffer must be 64-byte aligned");
   QKV_CHECK(bytes >= 64 && bytes % 64 == 0, "probe: the read buffer size must be a positive multiple of 64, not ",
             bytes);
+  const ProbeRegion region{data, bytes};
+  return probe_read_regions(&region, 1, threads, passes);
+}
+
+double probe_read_regions(const ProbeRegion* regions, size_t count, int threads, int passes) {
+  QKV_CHECK(regions != nullptr || count == 0, "probe: no regions given");
   QKV_CHECK(threads >= 1 && threads <= 4096, "probe: thread count must be 1..4096, not ", threads);
   QKV_CHECK(passes >= 1 && passes <= 1000, "probe: passes must be 1..1000, not ", passes);
-  const float* base = static_cast<const float*>(data);
-  const uint64_t n = bytes / sizeof(float);
-  // Each thread's share is whole cache lines (16 floats), split into
-  // kProbeReadStreams equal streams of whole cache lines; what does not divide
-  // evenly is read by a plain loop at the end of the share.
-  const uint64_t share = n / uint64_t(threads) / 16 * 16;
+  // Each region's whole 64-byte lines, as 32-bit words.
+  struct Lines {
+    const uint32_t* base;
+    uint64_t n;  // words, a multiple of 16
+  };
+  std::vector<Lines> lines;
+  uint64_t bytes = 0;
+  for (size_t k = 0; k < count; ++k) {
+    QKV_CHECK(regions[k].data != nullptr || regions[k].bytes == 0, "probe: region ", k, " has no data");
+    const uintptr_t a = reinterpret_cast<uintptr_t>(regions[k].data);
+    const uintptr_t first = (a + 63) / 64 * 64, end = (a + regions[k].bytes) / 64 * 64;
+    if (end <= first) continue;
+    lines.push_back({reinterpret_cast<const uint32_t*>(first), (end - first) / sizeof(uint32_t)});
+    bytes += end - first;
+  }
+  if (bytes == 0) return 0.0;
   double best = 0.0;
   for (int p = 0; p < passes; ++p) {
-    float sum = 0.0f;
+    uint32_t sum = 0;
     const auto t0 = Clock::now();
 #pragma omp parallel num_threads(threads) reduction(+ : sum)
     {
-      const uint64_t t = static_cast<uint64_t>(omp_get_thread_num());
-      const uint64_t begin = t * share;
-      const uint64_t end = t + 1 == uint64_t(omp_get_num_threads()) ? n : begin + share;
-      const uint64_t len = (end - begin) / (16 * kProbeReadStreams) * 16;
-      if (len > 0) sum += HWY_DYNAMIC_DISPATCH(ReadStreams)(base + begin, len);
-      for (uint64_t i = begin + kProbeReadStreams * len; i < end; ++i) sum += base[i];
+      // Each thread's share of every region is whole cache lines (16 words),
+      // split into kProbeReadStreams equal streams of whole cache lines; what
+      // does not divide evenly is read by a plain loop at the end of the share.
+      const uint64_t t = static_cast<uint64_t>(omp_get_thread_num()), nt = static_cast<uint64_t>(omp_get_num_threads());
+      for (const Lines& r : lines) {
+        const uint64_t share = r.n / nt / 16 * 16;
+        const uint64_t begin = t * share, end = t + 1 == nt ? r.n : begin + share;
+        const uint64_t len = (end - begin) / (16 * kProbeReadStreams) * 16;
+        if (len > 0) sum += HWY_DYNAMIC_DISPATCH(ReadStreams)(r.base + begin, len);
+        for (uint64_t i = begin + kProbeReadStreams * len; i < end; ++i) sum += r.base[i];
+      }
     }
     const double s = seconds_since(t0);
-    g_sink = g_sink + sum;
+    g_word_sink = g_word_sink + sum;
     if (s > 0) best = std::max(best, static_cast<double>(bytes) / s);
   }
   return best;

@@ -13,6 +13,7 @@
 // ceiling.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 
@@ -42,6 +43,21 @@ struct ProbeResult {
 // Bytes/s of reading `bytes` (a multiple of 64) at `data` with `threads`
 // threads, best of `passes`. `data` must be 64-byte aligned.
 double probe_read_bandwidth(const void* data, uint64_t bytes, int threads, int passes);
+
+// A read-only span of resident memory for probe_read_regions.
+struct ProbeRegion {
+  const void* data;
+  uint64_t bytes;
+};
+
+// Bytes/s of reading every region once with `threads` threads (each reads its
+// share of every region through kProbeReadStreams streams), best of `passes`.
+// Only each region's whole 64-byte lines are read and counted; 0 if no region
+// holds one. The bytes can be anything (integer adds), so `qkv bench` reads the
+// model's own weights between repetitions: a bandwidth figure paired with each
+// timed repetition, with no extra buffer to raise the peak RSS. The regions
+// together must be much larger than the last-level cache for a DRAM figure.
+double probe_read_regions(const ProbeRegion* regions, size_t count, int threads, int passes);
 
 // FLOP/s of `threads` threads each running independent FMA chains for about
 // `seconds`, best of 3 runs.

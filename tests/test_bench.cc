@@ -406,6 +406,40 @@ TEST_CASE("qkv bench --probe: the machine's ceilings as JSON") {
   CHECK(!p.at("simd_target").as_string().empty());
 }
 
+TEST_CASE("qkv bench with the probe: a paired read after each repetition") {
+  // A small probe buffer keeps the test fast; the tiny model's weights sit in
+  // cache, so the figures are not DRAM ones: the fields and their relations
+  // are what is checked.
+  const RunResult r = run_qkv(
+      "bench --synthetic tiny --type f32 --json -q -t 2 --reps 2 --steps 4 --prompt-lengths 8 --depths 0 "
+      "--batches 2 --batch-depth 4 --probe-mib 16");
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  const Json doc = Json::parse(r.out, "qkv bench output");
+  CHECK(doc.at("probe").is_object());
+  const auto& rows = doc.at("rows").items();
+  REQUIRE(rows.size() == 3);
+  CHECK(rows[0].at("kind").as_string() == "prefill");
+  CHECK(rows[0].at("paired_probe_gbs").is_null());  // prefill is judged against the FMA peak
+  CHECK(rows[0].at("dram_bw_pct_paired").is_null());
+  for (size_t i = 1; i < rows.size(); ++i) {
+    CAPTURE(i);
+    const Json& p = rows[i].at("paired_probe_gbs");
+    REQUIRE(p.is_object());
+    CHECK(p.at("min").as_number() > 0.1);
+    CHECK(p.at("min").as_number() <= p.at("median").as_number());
+    CHECK(p.at("median").as_number() <= p.at("max").as_number());
+    CHECK(rows[i].at("dram_bw_pct_paired").as_number() > 0);
+    CHECK(rows[i].at("dram_bw_pct").as_number() > 0);
+  }
+  // The table shows the paired column.
+  const RunResult t = run_qkv("bench --synthetic tiny --type f32 -q -t 1 --reps 1 --steps 2 --prompt-lengths none "
+                              "--depths 0 --batches none --probe-mib 16");
+  INFO(t.err);
+  REQUIRE(t.exit_code == 0);
+  CHECK(t.out.find("%BWrep") != std::string::npos);
+}
+
 TEST_CASE("probe functions: results and argument checks") {
   // 4 MiB, 64-byte aligned: a cache-resident read, enough to check the plumbing.
   std::vector<float> buf((4 << 20) / sizeof(float) + 16, 1.0f);
@@ -421,6 +455,18 @@ TEST_CASE("probe functions: results and argument checks") {
   CHECK_THROWS_AS(qkv::probe_read_bandwidth(aligned, bytes, 0, 1), qkv::Error);
   CHECK_THROWS_AS(qkv::probe_read_bandwidth(aligned, bytes, 1, 0), qkv::Error);
   CHECK_THROWS_AS(qkv::probe_fma_peak(1, 0.0), qkv::Error);
+
+  // Regions: only whole 64-byte lines are read, so any start and size will do.
+  const uint8_t* bytes8 = reinterpret_cast<const uint8_t*>(aligned);
+  const qkv::ProbeRegion regions[] = {{bytes8 + 3, (1 << 20) + 100}, {bytes8 + (2 << 20), 1 << 20}, {nullptr, 0}};
+  CHECK(qkv::probe_read_regions(regions, 3, 2, 2) > 1e8);
+  const qkv::ProbeRegion short_ones[] = {{bytes8 + 1, 64}, {bytes8, 63}};  // no whole line
+  CHECK(qkv::probe_read_regions(short_ones, 2, 1, 1) == 0.0);
+  CHECK(qkv::probe_read_regions(nullptr, 0, 1, 1) == 0.0);
+  const qkv::ProbeRegion missing[] = {{nullptr, 64}};
+  CHECK_THROWS_AS(qkv::probe_read_regions(missing, 1, 1, 1), qkv::Error);
+  CHECK_THROWS_AS(qkv::probe_read_regions(regions, 1, 0, 1), qkv::Error);
+  CHECK_THROWS_AS(qkv::probe_read_regions(regions, 1, 1, 0), qkv::Error);
   qkv::ProbeOptions o;
   o.buffer_bytes = 1000;  // below 1 MiB
   CHECK_THROWS_AS(qkv::probe_machine(o), qkv::Error);

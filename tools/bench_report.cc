@@ -110,6 +110,8 @@ Json report_to_json(const BenchReport& r) {
     o.set("fma_peak_pct", maybe(row.fma_peak_pct));
     o.set("gbs", maybe(row.gbs));
     o.set("dram_bw_pct", maybe(row.dram_bw_pct));
+    o.set("paired_probe_gbs", row.has_paired_probe ? spread_json(row.paired_probe_gbs) : Json::null());
+    o.set("dram_bw_pct_paired", maybe(row.dram_bw_pct_paired));
     o.set("speedup_vs_batch1", maybe(row.speedup_vs_batch1));
     o.set("peak_rss_mib", Json::number(row.peak_rss_mib));
     rows.push(std::move(o));
@@ -146,15 +148,22 @@ void print_report_table(FILE* out, const BenchReport& r) {
                "  %d timed reps after %d warm-up; median [min..max]; decode/batch rows time %lld steps; batch rows "
                "start at depth %lld\n\n",
                r.reps, r.warmup, static_cast<long long>(r.decode_steps), static_cast<long long>(r.batch_depth));
-  std::fprintf(out, "%-8s %6s %6s %5s %10s %21s %9s %7s %6s %8s %6s %7s %8s\n", "test", "tokens", "depth", "batch",
-               "tok/s", "[min..max]", "ms/tok", "GB/s", "%BW", "GFLOP/s", "%FMA", "speedup", "RSS MiB");
+  const bool paired = std::any_of(r.rows.begin(), r.rows.end(), [](const BenchRow& row) { return row.has_paired_probe; });
+  if (paired) {
+    std::fprintf(out,
+                 "  %%BW: against the probe after all rows; %%BWrep: median over the reps of each rep against a read "
+                 "of the weights right after it\n\n");
+  }
+  std::fprintf(out, "%-8s %6s %6s %5s %10s %21s %9s %7s %6s %6s %8s %6s %7s %8s\n", "test", "tokens", "depth", "batch",
+               "tok/s", "[min..max]", "ms/tok", "GB/s", "%BW", "%BWrep", "GFLOP/s", "%FMA", "speedup", "RSS MiB");
   for (const BenchRow& row : r.rows) {
     char range[64];
     std::snprintf(range, sizeof range, "[%.1f..%.1f]", row.tokens_per_s.min, row.tokens_per_s.max);
-    std::fprintf(out, "%-8s %6lld %6lld %5lld %10.1f %21s %9.3f %7s %6s %8s %6s %7s %8.0f\n", row.kind.c_str(),
+    std::fprintf(out, "%-8s %6lld %6lld %5lld %10.1f %21s %9.3f %7s %6s %6s %8s %6s %7s %8.0f\n", row.kind.c_str(),
                  static_cast<long long>(row.tokens), static_cast<long long>(row.depth),
                  static_cast<long long>(row.batch), row.tokens_per_s.median, range, row.ms_per_token.median,
                  cell(row.gbs, "%.1f").c_str(), cell(row.dram_bw_pct, "%.0f%%").c_str(),
+                 cell(row.dram_bw_pct_paired, "%.0f%%").c_str(),
                  cell(row.gflops, "%.1f").c_str(), cell(row.fma_peak_pct, "%.0f%%").c_str(),
                  cell(row.speedup_vs_batch1, "%.2fx").c_str(), row.peak_rss_mib);
   }

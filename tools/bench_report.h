@@ -19,7 +19,13 @@
 //                 "tokens_per_s": { "median", "min", "max" },
 //                 "ms_per_token": { "median", "min", "max" },
 //                 "gflops", "fma_peak_pct", "gbs", "dram_bw_pct",
+//                 "paired_probe_gbs": null | { "median", "min", "max" },
+//                 "dram_bw_pct_paired",
 //                 "speedup_vs_batch1", "peak_rss_mib" } ] }
+// dram_bw_pct is against the probe that runs once after all rows;
+// paired_probe_gbs is a read of the model's streamed weights right after each
+// timed repetition (with the same threads), and dram_bw_pct_paired the median
+// over the repetitions of each one's effective GB/s against its own read.
 #pragma once
 
 #include <cstdint>
@@ -49,6 +55,12 @@ struct BenchRow {
   double gflops = -1, fma_peak_pct = -1;  // prefill (at the median); -1: not applicable
   double gbs = -1, dram_bw_pct = -1;      // decode/batch: effective bytes moved per second
   double speedup_vs_batch1 = -1;          // batch rows, when batch 1 was measured
+  // Decode/batch rows with the probe on: a read of the streamed weights right
+  // after each timed repetition (GB/s), and the median over the repetitions
+  // of that repetition's effective GB/s against its own read, in percent.
+  bool has_paired_probe = false;
+  Spread paired_probe_gbs;
+  double dram_bw_pct_paired = -1;
   double peak_rss_mib = 0;                // process peak RSS after this row
 };
 

@@ -61,7 +61,8 @@ const char* kBenchUsage =
     "  --json-out PATH         also write the JSON to PATH (the table still goes to stdout)\n"
     "  -q, --quiet             no progress on stderr (it is off anyway when stderr is not a terminal)\n"
     "  --probe                 only probe the machine (DRAM read bandwidth, FMA peak) and print that\n"
-    "  --no-probe              skip the probe (no % of bandwidth or peak)\n"
+    "  --no-probe              skip the probe and the reads paired with each decode/batch rep\n"
+    "                          (no % of bandwidth or peak)\n"
     "  --probe-mib N           probe read buffer in MiB (default 1024)\n";
 
 struct BenchOptions {
@@ -152,6 +153,22 @@ uint64_t weight_bytes_read_per_token(const Model& m) {
   return b;
 }
 
+// The weights one decode step streams (those weight_bytes_read_per_token
+// counts, without the one embedding row) as regions for probe_read_regions.
+std::vector<ProbeRegion> streamed_weights(const Model& m) {
+  std::vector<ProbeRegion> r;
+  const auto add = [&](const Matrix& w) { r.push_back({w.data, matrix_bytes(w)}); };
+  for (const LayerWeights& l : m.layers) {
+    for (const Matrix* w : {&l.attn_norm, &l.wq, &l.wk, &l.wv, &l.wo, &l.ffn_norm, &l.ffn_gate, &l.ffn_up,
+                            &l.ffn_down}) {
+      add(*w);
+    }
+  }
+  add(m.output_norm);
+  add(m.output);
+  return r;
+}
+
 // Moves every weight of `m` into one anonymous mapping advised for transparent
 // huge pages (a copy; m.storage then owns the mapping). Streaming weights on
 // 4 KiB pages costs a TLB miss every 4 KiB; this shows how much that matters
@@ -196,10 +213,14 @@ double prefill_flops(const ModelConfig& c, int64_t L) {
          2 * double(c.vocab_size) * d;
 }
 
+// Passes over the weights after each timed repetition (see Bench::repeat).
+constexpr int kPairedPasses = 2;
+
 class Bench {
  public:
   Bench(const BenchOptions& o, const Model& model, int32_t first_token, BenchReport& report)
-      : o_(o), model_(model), report_(report), progress_(!o.quiet && isatty(STDERR_FILENO)) {
+      : o_(o), model_(model), report_(report), progress_(!o.quiet && isatty(STDERR_FILENO)),
+        weights_(streamed_weights(model)) {
     // Fixed pseudo-random token ids (splitmix64), the first one BOS-like.
     const int64_t longest =
         std::max<int64_t>({1, max_of(o.prompt_lengths), max_of(o.depths) + o.steps, o.batch_depth + o.steps});
@@ -232,16 +253,41 @@ class Bench {
 
   // Runs warm-up + timed repetitions of `body` (which returns its own timed
   // seconds, so untimed setup can sit inside it); returns the timed seconds.
+  // With the probe on and `paired` given, each timed repetition is followed
+  // by a read of the streamed weights (GB/s into *paired; the best of
+  // kPairedPasses passes, as the machine probe keeps its best): on a shared host
+  // the memory bandwidth drifts within minutes, and this figure sees the same
+  // machine as its repetition, where the probe after all rows may not.
   template <typename Body>
-  std::vector<double> repeat(const std::string& what, Body&& body) {
+  std::vector<double> repeat(const std::string& what, Body&& body, std::vector<double>* paired = nullptr) {
     std::vector<double> seconds;
     const int total = o_.warmup + o_.reps;
     for (int r = 0; r < total; ++r) {
       progress_.show(what, r, total);
       const double s = body();
-      if (r >= o_.warmup) seconds.push_back(s);
+      if (r >= o_.warmup) {
+        seconds.push_back(s);
+        if (paired != nullptr && o_.probe) {
+          paired->push_back(probe_read_regions(weights_.data(), weights_.size(), omp_get_max_threads(), kPairedPasses) * 1e-9);
+        }
+      }
     }
     return seconds;
+  }
+
+  // The paired-probe fields of a decode or batch row that moves `bytes_per_rep`
+  // bytes per repetition.
+  static void set_paired(BenchRow& row, const std::vector<double>& seconds, const std::vector<double>& paired,
+                         double bytes_per_rep) {
+    if (paired.empty() || paired.size() != seconds.size()) return;
+    std::vector<double> pct;
+    for (size_t i = 0; i < seconds.size(); ++i) {
+      if (paired[i] > 0) pct.push_back(100.0 * bytes_per_rep / seconds[i] * 1e-9 / paired[i]);
+    }
+    if (pct.empty()) return;
+    row.paired_probe_gbs = spread_of(paired);
+    row.has_paired_probe = true;
+    row.dram_bw_pct_paired = spread_of(pct).median;
   }
 
   // Fills rows' tokens/s and ms/token from per-repetition seconds for
@@ -284,13 +330,14 @@ class Bench {
       progress_.note("filling the cache to depth " + std::to_string(D));
       dec.prefill(0, tokens_.data(), D);
     }
+    std::vector<double> paired;
     const std::vector<double> seconds = repeat("decode at depth " + std::to_string(D), [&] {
       const auto t0 = Clock::now();
       for (int64_t i = 0; i < o_.steps; ++i) dec.step(0, tokens_[size_t(D + i)]);
       const double s = seconds_since(t0);
       dec.cache().truncate(0, D);
       return s;
-    });
+    }, &paired);
     dec.cache().clear(0);
     BenchRow row;
     row.kind = "decode";
@@ -300,6 +347,7 @@ class Bench {
     const double bytes = double(report_.model.weight_bytes_read_per_token) +
                          mean_attended(D) * double(report_.model.kv_bytes_per_token);
     row.gbs = bytes * row.tokens_per_s.median * 1e-9;
+    set_paired(row, seconds, paired, bytes * double(o_.steps));
     finish(row);
   }
 
@@ -323,6 +371,7 @@ class Bench {
       std::vector<int64_t> seqs(static_cast<size_t>(B));
       for (int64_t s = 0; s < B; ++s) seqs[size_t(s)] = s;
       std::vector<int32_t> step_tokens(static_cast<size_t>(B));
+      std::vector<double> paired;
       const std::vector<double> seconds = repeat("batch of " + std::to_string(B), [&] {
         const auto t0 = Clock::now();
         for (int64_t i = 0; i < o_.steps; ++i) {
@@ -332,7 +381,7 @@ class Bench {
         const double sec = seconds_since(t0);
         for (int64_t s = 0; s < B; ++s) dec.cache().truncate(s, o_.batch_depth);
         return sec;
-      });
+      }, &paired);
       BenchRow row;
       row.kind = "batch";
       row.tokens = o_.steps;
@@ -343,7 +392,8 @@ class Bench {
       const double bytes_per_step = double(report_.model.weight_bytes_read_per_token) +
                                     double(B) * mean_attended(o_.batch_depth) * double(report_.model.kv_bytes_per_token);
       row.gbs = bytes_per_step * (row.tokens_per_s.median / double(B)) * 1e-9;
-        if (B == 1) batch1_tps = row.tokens_per_s.median;
+      set_paired(row, seconds, paired, bytes_per_step * double(o_.steps));
+      if (B == 1) batch1_tps = row.tokens_per_s.median;
       if (batch1_tps > 0) row.speedup_vs_batch1 = row.tokens_per_s.median / batch1_tps;
       finish(row);
     }
@@ -358,6 +408,7 @@ class Bench {
   const Model& model_;
   BenchReport& report_;
   Progress progress_;
+  std::vector<ProbeRegion> weights_;  // read by the paired probe
   std::vector<int32_t> tokens_;
 };
 
