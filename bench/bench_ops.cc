@@ -2,7 +2,9 @@
 // 1.1B: dim 2048, FFN 5632; vocab 32000), each next to a naive scalar loop.
 // bytes/s counts the bytes each op reads and writes.
 #include <benchmark/benchmark.h>
+#include <omp.h>
 
+#include <chrono>
 #include <cmath>
 #include <random>
 #include <vector>
@@ -108,6 +110,37 @@ void BM_rope(benchmark::State& state) {
 
 }  // namespace
 
+// What a parallel pass costs before any work, with `threads` threads: an
+// empty OpenMP parallel region (fork and join; the time per iteration), and
+// one barrier inside a region (the time per iteration is per barrier: each
+// iteration times 1000 of them). A 143M decode token runs about 150 regions,
+// so this sets what fusing passes (or one team per forward pass) could save.
+void BM_omp_parallel_region(benchmark::State& state) {
+  const int threads = static_cast<int>(state.range(0));
+  for (auto _ : state) {
+#pragma omp parallel num_threads(threads)
+    {
+      int t = omp_get_thread_num();
+      benchmark::DoNotOptimize(t);
+    }
+  }
+}
+
+void BM_omp_barrier(benchmark::State& state) {
+  const int threads = static_cast<int>(state.range(0));
+  constexpr int kBarriers = 1000;
+  for (auto _ : state) {
+    const auto t0 = std::chrono::steady_clock::now();
+#pragma omp parallel num_threads(threads)
+    {
+      for (int i = 0; i < kBarriers; ++i) {
+#pragma omp barrier
+      }
+    }
+    state.SetIterationTime(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / kBarriers);
+  }
+}
+
 BENCHMARK_CAPTURE(BM_rmsnorm, simd, false)->Arg(576)->Arg(2048);
 BENCHMARK_CAPTURE(BM_rmsnorm, naive, true)->Arg(576)->Arg(2048);
 BENCHMARK_CAPTURE(BM_softmax, simd, false)->Arg(32000);
@@ -116,5 +149,7 @@ BENCHMARK_CAPTURE(BM_silu_mul, simd, false)->Arg(1536)->Arg(5632);
 BENCHMARK_CAPTURE(BM_silu_mul, naive, true)->Arg(1536)->Arg(5632);
 BENCHMARK(BM_add_inplace)->Arg(576)->Arg(2048);
 BENCHMARK(BM_rope)->Arg(9)->Arg(32);
+BENCHMARK(BM_omp_parallel_region)->Arg(1)->Arg(2)->UseRealTime();
+BENCHMARK(BM_omp_barrier)->Arg(2)->UseManualTime()->Iterations(300);  // 300 x 1000 barriers
 
 BENCHMARK_MAIN();
