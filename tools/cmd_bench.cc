@@ -138,23 +138,8 @@ class Progress {
 
 uint64_t matrix_bytes(const Matrix& m) { return uint64_t(m.rows) * dtype_row_bytes(m.type, size_t(m.cols)); }
 
-// Weight bytes one decode step reads: every layer matrix and norm, the final
-// norm, the output matrix, and one embedding row (already among those bytes
-// when the embedding is the tied output; otherwise the embedding is not streamed).
-uint64_t weight_bytes_read_per_token(const Model& m) {
-  uint64_t b = matrix_bytes(m.output_norm) + matrix_bytes(m.output);
-  if (m.output.data != m.token_embd.data) b += dtype_row_bytes(m.token_embd.type, size_t(m.token_embd.cols));
-  for (const LayerWeights& l : m.layers) {
-    for (const Matrix* w : {&l.attn_norm, &l.wq, &l.wk, &l.wv, &l.wo, &l.ffn_norm, &l.ffn_gate, &l.ffn_up,
-                            &l.ffn_down}) {
-      b += matrix_bytes(*w);
-    }
-  }
-  return b;
-}
-
-// The weights one decode step streams (those weight_bytes_read_per_token
-// counts, without the one embedding row) as regions for probe_read_regions.
+// The weights one decode step streams whole: every layer matrix and norm, the
+// final norm and the output matrix (also read by the paired probe reads).
 std::vector<ProbeRegion> streamed_weights(const Model& m) {
   std::vector<ProbeRegion> r;
   const auto add = [&](const Matrix& w) { r.push_back({w.data, matrix_bytes(w)}); };
@@ -167,6 +152,16 @@ std::vector<ProbeRegion> streamed_weights(const Model& m) {
   add(m.output_norm);
   add(m.output);
   return r;
+}
+
+// Weight bytes one decode step reads: the streamed weights and one embedding
+// row (already among them when the embedding is the tied output; otherwise
+// the embedding is not streamed).
+uint64_t weight_bytes_read_per_token(const Model& m) {
+  uint64_t b = 0;
+  for (const ProbeRegion& w : streamed_weights(m)) b += w.bytes;
+  if (m.output.data != m.token_embd.data) b += dtype_row_bytes(m.token_embd.type, size_t(m.token_embd.cols));
+  return b;
 }
 
 // Moves every weight of `m` into one anonymous mapping advised for transparent
