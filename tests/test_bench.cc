@@ -29,6 +29,11 @@ using qkv::tools::Json;
 
 namespace {
 
+// Measured speeds are checked only for being real figures, never against a
+// floor: CI hosts are shared, and a descheduled thread can make a tiny read
+// take milliseconds.
+bool positive_finite(double x) { return x > 0 && std::isfinite(x); }
+
 std::string qkv_binary() { return std::string(QKV_BINARY_DIR) + "/tools/qkv"; }
 
 std::string scratch_dir() {
@@ -401,7 +406,7 @@ TEST_CASE("qkv bench --probe: the machine's ceilings as JSON") {
   CHECK(p.at("read_streams_per_thread").as_number() >= 2);
   for (const char* key : {"dram_read_gbs_1t", "dram_read_gbs", "fma_gflops_1t", "fma_gflops"}) {
     CAPTURE(key);
-    CHECK(p.at(key).as_number() > 0.1);
+    CHECK(positive_finite(p.at(key).as_number()));
   }
   CHECK(!p.at("simd_target").as_string().empty());
 }
@@ -426,7 +431,7 @@ TEST_CASE("qkv bench with the probe: a paired read after each repetition") {
     CAPTURE(i);
     const Json& p = rows[i].at("paired_probe_gbs");
     REQUIRE(p.is_object());
-    CHECK(p.at("min").as_number() > 0.1);
+    CHECK(positive_finite(p.at("min").as_number()));
     CHECK(p.at("min").as_number() <= p.at("median").as_number());
     CHECK(p.at("median").as_number() <= p.at("max").as_number());
     CHECK(rows[i].at("dram_bw_pct_paired").as_number() > 0);
@@ -447,9 +452,9 @@ TEST_CASE("probe functions: results and argument checks") {
   const uintptr_t a = reinterpret_cast<uintptr_t>(p);
   float* aligned = reinterpret_cast<float*>((a + 63) / 64 * 64);
   const uint64_t bytes = 4 << 20;
-  CHECK(qkv::probe_read_bandwidth(aligned, bytes, 1, 2) > 1e8);   // > 0.1 GB/s
-  CHECK(qkv::probe_read_bandwidth(aligned, bytes - 64 * 3, 2, 1) > 1e8);  // shares with a remainder
-  CHECK(qkv::probe_fma_peak(1, 0.01) > 1e8);                       // > 0.1 GFLOP/s
+  CHECK(positive_finite(qkv::probe_read_bandwidth(aligned, bytes, 1, 2)));
+  CHECK(positive_finite(qkv::probe_read_bandwidth(aligned, bytes - 64 * 3, 2, 1)));  // shares with a remainder
+  CHECK(positive_finite(qkv::probe_fma_peak(1, 0.01)));
   CHECK_THROWS_AS(qkv::probe_read_bandwidth(aligned + 1, bytes - 64, 1, 1), qkv::Error);  // misaligned
   CHECK_THROWS_AS(qkv::probe_read_bandwidth(aligned, 100, 1, 1), qkv::Error);           // not lines
   CHECK_THROWS_AS(qkv::probe_read_bandwidth(aligned, bytes, 0, 1), qkv::Error);
@@ -459,7 +464,7 @@ TEST_CASE("probe functions: results and argument checks") {
   // Regions: only whole 64-byte lines are read, so any start and size will do.
   const uint8_t* bytes8 = reinterpret_cast<const uint8_t*>(aligned);
   const qkv::ProbeRegion regions[] = {{bytes8 + 3, (1 << 20) + 100}, {bytes8 + (2 << 20), 1 << 20}, {nullptr, 0}};
-  CHECK(qkv::probe_read_regions(regions, 3, 2, 2) > 1e8);
+  CHECK(positive_finite(qkv::probe_read_regions(regions, 3, 2, 2)));
   const qkv::ProbeRegion short_ones[] = {{bytes8 + 1, 64}, {bytes8, 63}};  // no whole line
   CHECK(qkv::probe_read_regions(short_ones, 2, 1, 1) == 0.0);
   CHECK(qkv::probe_read_regions(nullptr, 0, 1, 1) == 0.0);
