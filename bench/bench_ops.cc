@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "kernels/ops.h"
+#include "kernels/team.h"
 
 using namespace qkv;
 
@@ -147,9 +148,24 @@ BENCHMARK_CAPTURE(BM_softmax, simd, false)->Arg(32000);
 BENCHMARK_CAPTURE(BM_softmax, naive, true)->Arg(32000);
 BENCHMARK_CAPTURE(BM_silu_mul, simd, false)->Arg(1536)->Arg(5632);
 BENCHMARK_CAPTURE(BM_silu_mul, naive, true)->Arg(1536)->Arg(5632);
+// The spinning sync of a team (kernels/team.h), which a decode step uses
+// between kernel calls instead of a parallel region per call.
+void BM_team_sync(benchmark::State& state) {
+  const int threads = static_cast<int>(state.range(0));
+  constexpr int kSyncs = 1000;
+  for (auto _ : state) {
+    const auto t0 = std::chrono::steady_clock::now();
+    qkv::run_team(threads, [&] {
+      for (int i = 0; i < kSyncs; ++i) qkv::current_team()->sync();
+    });
+    state.SetIterationTime(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / kSyncs);
+  }
+}
+
 BENCHMARK(BM_add_inplace)->Arg(576)->Arg(2048);
 BENCHMARK(BM_rope)->Arg(9)->Arg(32);
 BENCHMARK(BM_omp_parallel_region)->Arg(1)->Arg(2)->UseRealTime();
 BENCHMARK(BM_omp_barrier)->Arg(2)->UseManualTime()->Iterations(300);  // 300 x 1000 barriers
+BENCHMARK(BM_team_sync)->Arg(2)->UseManualTime()->Iterations(300);    // 300 x 1000 syncs (and a region each)
 
 BENCHMARK_MAIN();

@@ -32,6 +32,8 @@
 
 #include <omp.h>
 
+#include <atomic>
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -42,6 +44,7 @@
 #include "hwy/aligned_allocator.h"
 #include "kernels/attention.h"
 #include "kernels/block_queue.h"
+#include "kernels/team.h"
 #include "kernels/attention_common.h"
 #include "kernels/error.h"
 
@@ -1024,40 +1027,82 @@ void PrefetchItemHead(const Call& c, const Plan& p, const Item& it) {
 #endif
 }
 
+// One thread's part of a call: it runs the item ranges that take(&i0, &i1)
+// hands it, then, with split keys, merges its share of the items once every
+// thread's partials are written (after sync). scratch: this thread's working set.
+template <DType T, class Take, class Sync, class MergeShare>
+void RunThread(const Call& c, const Plan& p, float* scratch, float* partials, Take&& take, Sync&& sync,
+               MergeShare&& merge_share) {
+  int64_t i0, i1;
+  while (take(&i0, &i1)) {
+    for (int64_t idx = i0; idx < i1; ++idx) {
+      if (idx + 1 < i1) PrefetchItemHead<T>(c, p, MakeItem(c, p, idx + 1));
+      RunItem<T>(c, p, MakeItem(c, p, idx), scratch, partials, idx);
+    }
+  }
+  if (p.nsplit > 1) {
+    sync();
+    int64_t lo, hi;
+    merge_share(p.items_base, &lo, &hi);
+    for (int64_t base = lo; base < hi; ++base) MergeItem(c, p, base, partials);
+  }
+}
+
 template <DType T>
 void RunTyped(const Call& c) {
   const Plan p = MakePlan(c.s, c.threads);
   const int64_t n_items = p.items_base * p.nsplit;
-  if (n_items == 0) return;
   const size_t per_thread = ScratchFloats(p, c.s);
-  const int threads = static_cast<int>(std::min<int64_t>(c.threads, n_items));
-  float* scratch = attn::ThreadBuffer(0, per_thread * static_cast<size_t>(threads));
-  float* partials = p.nsplit > 1 ? attn::ThreadBuffer(1, static_cast<size_t>(n_items * p.rows * (c.s.d + 2))) : nullptr;
   // Decode (row kernel): items go out in ranges (large first, then single
   // items), so a thread knows its next item and starts that item's K/V
   // streams while it works: decode items are often short (a batch of
   // sequences at small depth), and each would otherwise begin with a DRAM
   // miss on both streams. Other items one at a time, heaviest first (MakeItem).
+  std::atomic<int64_t> next_single{0};
+  auto take_single = [&](int64_t* i0, int64_t* i1) {
+    *i0 = next_single.fetch_add(1, std::memory_order_relaxed);
+    *i1 = *i0 + 1;
+    return *i0 < n_items;
+  };
+  if (Team* team = current_team()) {
+    // Every team thread runs this call: scratch is each thread's own, the
+    // partials and the single-item counter are shared (shared_floats publishes
+    // thread 0's buffer with a sync).
+    team->begin_call();
+    float* partials = p.nsplit > 1 ? team->shared_floats(static_cast<size_t>(n_items * p.rows * (c.s.d + 2)))
+                                   : nullptr;
+    detail::BlockQueue queue(team, n_items, 1);
+    auto take = [&](int64_t* i0, int64_t* i1) { return queue.take(i0, i1); };
+    float* mine = attn::ThreadBuffer(0, per_thread);
+    auto sync = [&] { team->sync(); };
+    auto share = [&](int64_t n, int64_t* lo, int64_t* hi) { team->share(n, lo, hi); };
+    // (The tile kernel's items, too, go out as the queue's ranges here, not
+    // one at a time: a team runs decode steps, where items are row-kernel ones.)
+    RunThread<T>(c, p, mine, partials, take, sync, share);
+    team->sync();
+    return;
+  }
+  if (n_items == 0) return;
+  const int threads = static_cast<int>(std::min<int64_t>(c.threads, n_items));
+  float* scratch = attn::ThreadBuffer(0, per_thread * static_cast<size_t>(threads));
+  float* partials = p.nsplit > 1 ? attn::ThreadBuffer(1, static_cast<size_t>(n_items * p.rows * (c.s.d + 2))) : nullptr;
   detail::BlockQueue queue(n_items, threads, 1);
 #pragma omp parallel num_threads(threads)
   {
     float* mine = scratch + per_thread * static_cast<size_t>(omp_get_thread_num());
-    if (p.row_kernel) {
-      int64_t i0, i1;
-      while (queue.take(&i0, &i1)) {
-        for (int64_t idx = i0; idx < i1; ++idx) {
-          if (idx + 1 < i1) PrefetchItemHead<T>(c, p, MakeItem(c, p, idx + 1));
-          RunItem<T>(c, p, MakeItem(c, p, idx), mine, partials, idx);
-        }
-      }
-    } else {
-#pragma omp for schedule(dynamic, 1) nowait
-      for (int64_t idx = 0; idx < n_items; ++idx) RunItem<T>(c, p, MakeItem(c, p, idx), mine, partials, idx);
-    }
-    if (p.nsplit > 1) {
+    auto take_range = [&](int64_t* i0, int64_t* i1) { return queue.take(i0, i1); };
+    auto sync = [] {
 #pragma omp barrier
-#pragma omp for schedule(static)
-      for (int64_t base = 0; base < p.items_base; ++base) MergeItem(c, p, base, partials);
+    };
+    auto share = [](int64_t n, int64_t* lo, int64_t* hi) {
+      const int64_t t = omp_get_thread_num(), nt = omp_get_num_threads();
+      *lo = n * t / nt;
+      *hi = n * (t + 1) / nt;
+    };
+    if (p.row_kernel) {
+      RunThread<T>(c, p, mine, partials, take_range, sync, share);
+    } else {
+      RunThread<T>(c, p, mine, partials, take_single, sync, share);
     }
   }
 }
@@ -1127,7 +1172,17 @@ void attention(const AttentionShape& shape, const QueryView& q, const KVView& k,
   c.v = v;
   c.out = out;
   c.scale = opts.scale != 0.0f ? opts.scale : 1.0f / std::sqrt(static_cast<float>(shape.d));
-  c.threads = resolve_threads(opts.threads);
+  Team* const team = current_team();
+  if (team != nullptr && opts.weights != nullptr) {
+    // The materialized weights need every row's log-sum-exp on one thread:
+    // thread 0 does the whole call on its own.
+    if (team->thread() == 0) run_outside_team([&] { attention(shape, q, k, v, mask, out, opts); });
+    team->sync();
+    return;
+  }
+  // In a team, the team's threads do the call (the split of keys depends on
+  // their number, so the result is the same as from a region of that size).
+  c.threads = team != nullptr ? team->size() : resolve_threads(opts.threads);
   std::vector<float> lse_tmp;
   c.lse = opts.lse;
   if (opts.weights && !c.lse) {

@@ -26,6 +26,7 @@
 
 #include "kernels/error.h"
 #include "kernels/linear_internal.h"
+#include "kernels/team.h"
 
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels/linear.cc"
@@ -535,10 +536,8 @@ void matvec_multi(const Matrix* Ws, float* const* ys, int count, const float* x)
   // The matrices' row blocks form one sequence, handed out in shrinking ranges.
   const int64_t min_blocks = std::max<int64_t>(
       1, static_cast<int64_t>(detail::kMinChunkBytes / std::max<size_t>(1, kRowBlock * dtype_row_bytes(Ws[0].type, static_cast<size_t>(Ws[0].cols)))));
-  const bool parallel = detail::go_parallel(bytes);
-  BlockQueue queue(blocks, parallel ? omp_get_max_threads() : 1, min_blocks);
-#pragma omp parallel if (parallel)
-  {
+  detail::share_blocks(blocks, min_blocks, bytes >= detail::kMinParallelBytes, omp_get_max_threads(),
+                       [&](BlockQueue& queue) {
     int64_t b0, b1;
     while (queue.take(&b0, &b1)) {
       int64_t first = 0;  // global index of matrix i's first block
@@ -552,7 +551,7 @@ void matvec_multi(const Matrix* Ws, float* const* ys, int count, const float* x)
         first += nb;
       }
     }
-  }
+  });
 }
 
 void matmul(const Matrix& W, const float* X, int64_t M, float* Y) {
@@ -562,10 +561,10 @@ void matmul(const Matrix& W, const float* X, int64_t M, float* Y) {
   QKV_CHECK(X != nullptr || W.cols == 0, "matmul: null input");
   QKV_CHECK(Y != nullptr, "matmul: null output");
   if (M == 1) return matvec(W, X, Y);
-  if (M > kMatmulSmallMaxM && !omp_in_parallel() && W.cols > 0) {
+  if (M > kMatmulSmallMaxM && !omp_in_parallel() && current_team() == nullptr && W.cols > 0) {
     return detail::matmul_onednn(W, X, M, Y);
   }
-  detail::matmul_small(W, X, M, Y);
+  matmul_multi(&W, &Y, 1, X, M);
 }
 
 void matmul_multi(const Matrix* Ws, float* const* Ys, int count, const float* X, int64_t M) {
@@ -581,11 +580,21 @@ void matmul_multi(const Matrix* Ws, float* const* Ys, int count, const float* X,
     QKV_CHECK(Ys[i] != nullptr || Ws[i].rows == 0, "matmul: null output for matrix ", i);
   }
   QKV_CHECK(X != nullptr || Ws[0].cols == 0, "matmul: null input");
-  if (M > kMatmulSmallMaxM && !omp_in_parallel()) {
+  if (M <= kMatmulSmallMaxM) return detail::matmul_small_multi(Ws, Ys, count, X, M);
+  if (!omp_in_parallel() && current_team() == nullptr) {
     for (int i = 0; i < count; ++i) matmul(Ws[i], X, M, Ys[i]);
     return;
   }
-  detail::matmul_small_multi(Ws, Ys, count, X, M);
+  // Inside a parallel region or a team (no oneDNN there): the small-batch
+  // kernel on near-equal slices of at most kMatmulSmallMaxM inputs (at least 2 each).
+  const int64_t slices = (M + kMatmulSmallMaxM - 1) / kMatmulSmallMaxM;
+  std::vector<float*> ys(static_cast<size_t>(count));
+  for (int64_t s = 0, m0 = 0; s < slices; ++s) {
+    const int64_t m = M / slices + (s < M % slices ? 1 : 0);
+    for (int i = 0; i < count; ++i) ys[i] = Ys[i] + m0 * Ws[i].rows;
+    detail::matmul_small_multi(Ws, ys.data(), count, X + m0 * Ws[0].cols, m);
+    m0 += m;
+  }
 }
 
 void matmul_reference(const Matrix& W, const float* X, int64_t M, float* Y) {

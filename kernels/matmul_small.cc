@@ -682,13 +682,17 @@ void matmul_small_f32(const Matrix& W, const float* X, int64_t M, float* Y) {
   const int64_t blocks = (W.rows + block - 1) / block;
   const size_t cols = static_cast<size_t>(W.cols);
   auto* const kernel = HWY_DYNAMIC_DISPATCH(MatmulSmallRange);
-#pragma omp parallel if (go_parallel(static_cast<size_t>(W.rows) * dtype_row_bytes(W.type, cols)))
-  {
+  // One contiguous range of whole row blocks per thread: every row is
+  // computed by the same code whichever thread has it. (Handing out smaller
+  // pieces dynamically measured no better end to end for this path.)
+  auto body = [&](int parts, int part) {
     // Each thread packs its own copy of X: M x cols floats against its share
     // of rows x M x cols FMAs, and no thread waits for another.
     static thread_local hwy::AlignedFreeUniquePtr<float[]> packed;
     static thread_local size_t packed_size = 0;
     const float* Xp = nullptr;
+    const int64_t b0 = blocks * part / parts, b1 = blocks * (part + 1) / parts;
+    if (b0 >= b1) return;
     if (W.type != DType::F32) {
       const size_t need = matmul_small::PackedXFloats(static_cast<size_t>(M), cols);
       if (need > packed_size) {
@@ -698,13 +702,15 @@ void matmul_small_f32(const Matrix& W, const float* X, int64_t M, float* Y) {
       matmul_small::PackX(X, static_cast<size_t>(M), cols, packed.get());
       Xp = packed.get();
     }
-    // One contiguous range of whole row blocks per thread: every row is
-    // computed by the same code whichever thread has it. (Handing out smaller
-    // pieces dynamically measured no better end to end for this path.)
-    const int parts = omp_get_num_threads(), part = omp_get_thread_num();
-    const int64_t b0 = blocks * part / parts, b1 = blocks * (part + 1) / parts;
-    if (b0 < b1) kernel(W, X, Xp, M, Y, b0 * block, std::min(W.rows, b1 * block));
+    kernel(W, X, Xp, M, Y, b0 * block, std::min(W.rows, b1 * block));
+  };
+  if (Team* team = current_team()) {
+    body(team->size(), team->thread());
+    team->sync();
+    return;
   }
+#pragma omp parallel if (go_parallel(static_cast<size_t>(W.rows) * dtype_row_bytes(W.type, cols)))
+  body(omp_get_num_threads(), omp_get_thread_num());
 }
 
 }  // namespace
@@ -715,13 +721,16 @@ void matmul_small(const Matrix& W, const float* X, int64_t M, float* Y) {
 }
 
 void matmul_small_multi(const Matrix* Ws, float* const* Ys, int count, const float* X, int64_t M) {
+  QKV_CHECK(M >= 1 && M <= kMatmulSmallMaxM, "matmul_small: ", M, " inputs (at most ", kMatmulSmallMaxM, ")");
   // Matrices on the f32 path (and empty ones) go one by one; the others share
   // one bf16 pass.
   std::vector<Matrix> fused;
   std::vector<float*> fused_y;
+  Team* const team = current_team();
   for (int i = 0; i < count; ++i) {
     if (Ws[i].cols == 0) {  // empty dot products
-      std::fill(Ys[i], Ys[i] + M * Ws[i].rows, 0.0f);
+      if (team == nullptr || team->thread() == 0) std::fill(Ys[i], Ys[i] + M * Ws[i].rows, 0.0f);
+      if (team != nullptr) team->sync();
     } else if (matmul_small_precision(Ws[i].type) == GemmPrecision::kBF16) {
       fused.push_back(Ws[i]);
       fused_y.push_back(Ys[i]);
@@ -744,13 +753,11 @@ void matmul_small_multi(const Matrix* Ws, float* const* Ys, int count, const flo
     bytes += static_cast<size_t>(Ws[i].rows) * dtype_row_bytes(Ws[i].type, cols);
   }
   if (blocks == 0) return;
-  const bool parallel = go_parallel(bytes);
   const int64_t grain = std::max<int64_t>(
       1, static_cast<int64_t>(kMinChunkBytes / std::max<size_t>(1, block * dtype_row_bytes(Ws[0].type, cols))));
-  BlockQueue queue(blocks, parallel ? omp_get_max_threads() : 1, grain);
   auto* const kernel = HWY_DYNAMIC_DISPATCH(MatmulSmallBF16);
-#pragma omp parallel if (parallel)
-  kernel(Ws, Ys, count, X, M, &queue, block);
+  share_blocks(blocks, grain, bytes >= kMinParallelBytes, omp_get_max_threads(),
+               [&](BlockQueue& queue) { kernel(Ws, Ys, count, X, M, &queue, block); });
 }
 
 namespace {

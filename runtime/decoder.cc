@@ -1,5 +1,7 @@
 #include "runtime/decoder.h"
 
+#include <omp.h>
+
 #include <algorithm>
 #include <cmath>
 
@@ -7,6 +9,7 @@
 #include "kernels/error.h"
 #include "kernels/linear.h"
 #include "kernels/ops.h"
+#include "kernels/team.h"
 
 namespace qkv {
 
@@ -27,6 +30,23 @@ KVCacheConfig cache_config(const Model& model, const DecoderOptions& o) {
 }
 
 const float* norm_weights(const Matrix& m) { return static_cast<const float*>(m.data); }
+
+// Decode steps of up to this many rows run in one team (the small-batch
+// kernels' limit); larger batches go to oneDNN, which threads itself.
+constexpr int64_t kMaxTeamRows = 16;
+
+// fn(lo, hi) over this thread's share of n rows or elements when a team runs
+// the forward pass (then a sync, so every share is done before the next
+// step), or over all n otherwise.
+template <class Fn>
+void each_share(int64_t n, Fn&& fn) {
+  Team* const team = current_team();
+  if (team == nullptr) return fn(int64_t{0}, n);
+  int64_t lo, hi;
+  team->share(n, &lo, &hi);
+  if (lo < hi) fn(lo, hi);
+  team->sync();
+}
 
 }  // namespace
 
@@ -120,10 +140,17 @@ const float* Decoder::step_batch(const int64_t* seqs, const int32_t* tokens, int
 
 // The llama block, for M rows: rows either all belong to one sequence at
 // consecutive positions (prefill) or each to its own sequence (decode).
+//
+// A decode step runs all its layers in one team of threads (kernels/team.h):
+// the kernels share each call's work among the team, and the per-row steps
+// (norms, RoPE and cache writes, SwiGLU, residuals) are split over it too.
+// Each of these ends with a spinning sync, instead of a parallel region per
+// kernel call (whose fork and join cost system calls here). A prefill keeps a
+// region per call: its GEMMs go to oneDNN, which threads itself.
 void Decoder::forward(int64_t M, const int64_t* seqs, const int64_t* pos) {
   const ModelConfig& c = model_.config;
   const int64_t dim = c.dim, kv_dim = c.kv_dim(), hidden = c.hidden_dim;
-  const bool one_sequence = M == 1 || seqs[0] == seqs[M - 1];
+  const bool decode = M == 1 || seqs[0] != seqs[M - 1];
   // Decode: each row's sequence length once its new token is stored (the same for every layer).
   std::vector<int64_t> len(static_cast<size_t>(M));
   for (int64_t m = 0; m < M; ++m) len[m] = pos[m] + 1;
@@ -131,36 +158,55 @@ void Decoder::forward(int64_t M, const int64_t* seqs, const int64_t* pos) {
   const int64_t rd = c.rope_dim;
   for (int64_t m = 0; m < M; ++m) rope_angles(rd, pos[m], c.rope_theta, &rope_cs_[m * rd]);
 
-  for (int64_t l = 0; l < c.n_layers; ++l) {
-    const LayerWeights& w = model_.layers[l];
+  auto layers = [&] {
+    // The residual stream x of rows [lo, hi): x += delta (when given), then xb = norm(x).
+    auto add_norm = [&](const float* delta, const Matrix& norm) {
+      each_share(M, [&](int64_t lo, int64_t hi) {
+        if (delta != nullptr) add_inplace(&x_[lo * dim], &delta[lo * dim], (hi - lo) * dim);
+        rmsnorm(&x_[lo * dim], norm_weights(norm), &xb_[lo * dim], dim, c.norm_eps, hi - lo);
+      });
+    };
+    add_norm(nullptr, model_.layers[0].attn_norm);
+    for (int64_t l = 0; l < c.n_layers; ++l) {
+      const LayerWeights& w = model_.layers[l];
 
-    // Attention: x += Wo · attention(rope(Wq·norm(x)), rope(Wk·norm(x)), Wv·norm(x))
-    rmsnorm(x_.data(), norm_weights(w.attn_norm), xb_.data(), dim, c.norm_eps, M);
-    const Matrix qkv[3] = {w.wq, w.wk, w.wv};
-    float* const qkv_out[3] = {q_.data(), k_.data(), v_.data()};
-    matmul_multi(qkv, qkv_out, 3, xb_.data(), M);
-    for (int64_t m = 0; m < M; ++m) {
-      rope_rotate(&q_[m * dim], c.n_heads, c.head_dim, rd, &rope_cs_[m * rd]);
-      rope_rotate(&k_[m * kv_dim], c.n_kv_heads, c.head_dim, rd, &rope_cs_[m * rd]);
-    }
-    if (one_sequence && M > 1) {
-      cache_.store(l, seqs[0], pos[0], M, k_.data(), v_.data());
-      attention_prefill(l, seqs[0], pos[0], M);
-    } else {
-      for (int64_t m = 0; m < M; ++m) cache_.store(l, seqs[m], pos[m], 1, &k_[m * kv_dim], &v_[m * kv_dim]);
-      cache_.attend_decode(l, seqs, len.data(), M, c.n_heads, q_.data(), att_.data());
-    }
-    matmul(w.wo, att_.data(), M, xb_.data());
-    add_inplace(x_.data(), xb_.data(), M * dim);
+      // Attention: x += Wo · attention(rope(Wq·xb), rope(Wk·xb), Wv·xb), xb = norm(x)
+      const Matrix qkv[3] = {w.wq, w.wk, w.wv};
+      float* const qkv_out[3] = {q_.data(), k_.data(), v_.data()};
+      matmul_multi(qkv, qkv_out, 3, xb_.data(), M);
+      each_share(M, [&](int64_t lo, int64_t hi) {
+        for (int64_t m = lo; m < hi; ++m) {
+          rope_rotate(&q_[m * dim], c.n_heads, c.head_dim, rd, &rope_cs_[m * rd]);
+          rope_rotate(&k_[m * kv_dim], c.n_kv_heads, c.head_dim, rd, &rope_cs_[m * rd]);
+          if (decode) cache_.store(l, seqs[m], pos[m], 1, &k_[m * kv_dim], &v_[m * kv_dim]);
+        }
+      });
+      if (decode) {
+        cache_.attend_decode(l, seqs, len.data(), M, c.n_heads, q_.data(), att_.data());
+      } else {
+        cache_.store(l, seqs[0], pos[0], M, k_.data(), v_.data());
+        attention_prefill(l, seqs[0], pos[0], M);
+      }
+      matmul(w.wo, att_.data(), M, xb_.data());
+      add_norm(xb_.data(), w.ffn_norm);  // (add_inplace reads xb before the norm overwrites it)
 
-    // Feed-forward: x += W_down · (silu(W_gate·norm(x)) * (W_up·norm(x)))
-    rmsnorm(x_.data(), norm_weights(w.ffn_norm), xb_.data(), dim, c.norm_eps, M);
-    const Matrix gate_up[2] = {w.ffn_gate, w.ffn_up};
-    float* const gate_up_out[2] = {hb_.data(), hb2_.data()};
-    matmul_multi(gate_up, gate_up_out, 2, xb_.data(), M);
-    silu_mul(hb_.data(), hb2_.data(), M * hidden);
-    matmul(w.ffn_down, hb_.data(), M, xb_.data());
-    add_inplace(x_.data(), xb_.data(), M * dim);
+      // Feed-forward: x += W_down · (silu(W_gate·xb) * (W_up·xb)), xb = the next norm of x
+      const Matrix gate_up[2] = {w.ffn_gate, w.ffn_up};
+      float* const gate_up_out[2] = {hb_.data(), hb2_.data()};
+      matmul_multi(gate_up, gate_up_out, 2, xb_.data(), M);
+      each_share(M * hidden, [&](int64_t lo, int64_t hi) { silu_mul(&hb_[lo], &hb2_[lo], hi - lo); });
+      matmul(w.ffn_down, hb_.data(), M, xb_.data());
+      if (l + 1 < c.n_layers) {
+        add_norm(xb_.data(), model_.layers[l + 1].attn_norm);
+      } else {  // the final norm is the classifier's (logits_for)
+        each_share(M, [&](int64_t lo, int64_t hi) { add_inplace(&x_[lo * dim], &xb_[lo * dim], (hi - lo) * dim); });
+      }
+    }
+  };
+  if (decode && M <= kMaxTeamRows && options_.decode_team) {
+    run_team(omp_get_max_threads(), layers);
+  } else {
+    layers();
   }
 
   for (int64_t m = 0; m < M; ++m) {

@@ -445,6 +445,23 @@ TEST_CASE("qkv bench with the probe: a paired read after each repetition") {
   CHECK(t.out.find("%BWrep") != std::string::npos);
 }
 
+TEST_CASE("qkv bench --region-per-call: the earlier threading, named in the report") {
+  const std::string args = "bench --synthetic tiny --type f16 --json -q -t 2 --reps 1 --steps 2 --prompt-lengths none "
+                           "--depths 0 --batches 2 --batch-depth 4 --no-probe";
+  for (const bool team : {true, false}) {
+    const RunResult r = run_qkv(args + (team ? "" : " --region-per-call"));
+    INFO(r.err);
+    REQUIRE(r.exit_code == 0);
+    const Json doc = Json::parse(r.out, "qkv bench output");
+    CHECK(doc.at("decode_threading").as_string() == (team ? "team" : "region-per-call"));
+    CHECK(doc.at("rows").items().size() == 2);
+  }
+  const RunResult t = run_qkv("bench --synthetic tiny -q --reps 1 --steps 2 --prompt-lengths none --depths 0 "
+                              "--batches none --no-probe --region-per-call");
+  REQUIRE(t.exit_code == 0);
+  CHECK(t.out.find("region per kernel call") != std::string::npos);
+}
+
 TEST_CASE("probe functions: results and argument checks") {
   // 4 MiB, 64-byte aligned: a cache-resident read, enough to check the plumbing.
   std::vector<float> buf((4 << 20) / sizeof(float) + 16, 1.0f);

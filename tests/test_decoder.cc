@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <numeric>
 #include <vector>
 
@@ -192,6 +193,45 @@ TEST_CASE("a batched step equals stepping each sequence alone") {
     }
   }
   for (int s = 0; s < 3; ++s) CHECK(batch.position(s) == lens[s] + 4);
+}
+
+TEST_CASE("a decode step in one team equals a region per kernel call, bit for bit") {
+  // Wide enough that every matrix is split between the threads.
+  ModelConfig c = small_gqa_config();
+  c.dim = 256;
+  c.hidden_dim = 768;
+  c.head_dim = 32;
+  c.rope_dim = 32;
+  omp_set_num_threads(2);
+  for (DType t : {DType::F16, DType::Q8_0}) {
+    CAPTURE(dtype_name(t));
+    const Model model = make_synthetic_model(c, t, 21, false);
+    std::vector<std::vector<float>> runs;
+    for (bool team : {true, false}) {
+      DecoderOptions o;
+      o.kv_type = DType::F16;
+      o.n_seqs = 4;
+      o.decode_team = team;
+      Decoder dec(model, o);
+      std::vector<float> all;
+      for (int s = 0; s < 4; ++s) {
+        const std::vector<int32_t> prompt = some_tokens(20 + 9 * s, 300, s);
+        dec.prefill(s, prompt.data(), static_cast<int64_t>(prompt.size()));
+      }
+      for (int step = 0; step < 5; ++step) {
+        const float* l = dec.step(1, int32_t(70 + step));  // one sequence
+        all.insert(all.end(), l, l + 300);
+        const int64_t seqs[4] = {3, 0, 2, 1};
+        const int32_t toks[4] = {int32_t(1 + step), int32_t(2 + step), int32_t(3 + step), int32_t(4 + step)};
+        l = dec.step_batch(seqs, toks, 4);  // a batch
+        all.insert(all.end(), l, l + 4 * 300);
+      }
+      runs.push_back(all);
+    }
+    REQUIRE(runs[0].size() == runs[1].size());
+    CHECK(std::memcmp(runs[0].data(), runs[1].data(), runs[0].size() * sizeof(float)) == 0);
+  }
+  omp_set_num_threads(omp_get_num_procs());
 }
 
 TEST_CASE("bad requests are clear errors") {

@@ -92,6 +92,7 @@ Json report_to_json(const BenchReport& r) {
   j.set("warmup", Json::number(r.warmup));
   j.set("decode_steps", Json::number(static_cast<double>(r.decode_steps)));
   j.set("batch_depth", Json::number(static_cast<double>(r.batch_depth)));
+  j.set("decode_threading", Json::string(r.decode_team ? "team" : "region-per-call"));
   Json load = Json::object();
   load.set("start", maybe(r.load_average_start));
   load.set("end", maybe(r.load_average_end));
@@ -146,8 +147,9 @@ void print_report_table(FILE* out, const BenchReport& r) {
   }
   std::fprintf(out,
                "  %d timed reps after %d warm-up; median [min..max]; decode/batch rows time %lld steps; batch rows "
-               "start at depth %lld\n\n",
-               r.reps, r.warmup, static_cast<long long>(r.decode_steps), static_cast<long long>(r.batch_depth));
+               "start at depth %lld%s\n\n",
+               r.reps, r.warmup, static_cast<long long>(r.decode_steps), static_cast<long long>(r.batch_depth),
+               r.decode_team ? "" : "; decode steps open a parallel region per kernel call");
   const bool paired = std::any_of(r.rows.begin(), r.rows.end(), [](const BenchRow& row) { return row.has_paired_probe; });
   if (paired) {
     std::fprintf(out,

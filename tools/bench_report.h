@@ -8,6 +8,7 @@
 //                "hidden_dim", "vocab_size", "parameters", "weight_bytes",
 //                "weight_bytes_read_per_token", "kv_bytes_per_token" },
 //     "threads", "reps", "warmup", "decode_steps", "batch_depth",
+//     "decode_threading": "team" | "region-per-call" (--region-per-call),
 //     "load_average": { "start", "end" } (1-minute load before and after: on a
 //                     shared machine, a load above the core count means the
 //                     figures were measured while others ran),
@@ -75,6 +76,7 @@ struct BenchReport {
   BenchModelInfo model;
   int threads = 0, reps = 0, warmup = 0;
   int64_t decode_steps = 0, batch_depth = 0;
+  bool decode_team = true;  // decode steps in one team (false: a region per kernel call)
   double load_average_start = -1, load_average_end = -1;  // 1-minute; -1: unknown
   bool has_probe = false;
   ProbeResult probe;

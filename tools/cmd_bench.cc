@@ -57,6 +57,8 @@ const char* kBenchUsage =
     "  --batch-depth N         positions prefilled in each batched sequence (default 128)\n"
     "  --reps N                timed repetitions (default 5)   --warmup N (default 1)\n"
     "  -b, --batch-size N      prompt tokens per prefill batch (default 256)\n"
+    "  --region-per-call       decode steps open an OpenMP region per kernel call instead of running\n"
+    "                          in one team of threads (the earlier threading, for comparison)\n"
     "  --json                  print JSON instead of the table\n"
     "  --json-out PATH         also write the JSON to PATH (the table still goes to stdout)\n"
     "  -q, --quiet             no progress on stderr (it is off anyway when stderr is not a terminal)\n"
@@ -76,7 +78,7 @@ struct BenchOptions {
   std::vector<int64_t> batches{1, 4, 16};
   int64_t steps = 32, batch_depth = 128, prefill_batch = 256;
   int reps = 5, warmup = 1;
-  bool json = false, quiet = false, probe_only = false, probe = true;
+  bool json = false, quiet = false, probe_only = false, probe = true, decode_team = true;
   int64_t probe_mib = 1024;
 };
 
@@ -236,6 +238,7 @@ class Bench {
       d.context = std::max<int64_t>(max_of(o_.prompt_lengths), max_of(o_.depths) + o_.steps);
       d.kv_type = o_.kv_type;
       d.prefill_batch = o_.prefill_batch;
+      d.decode_team = o_.decode_team;
       Decoder dec(model_, d);
       for (const int64_t L : o_.prompt_lengths) prefill_row(dec, L);
       for (const int64_t D : o_.depths) decode_row(dec, D);
@@ -353,6 +356,7 @@ class Bench {
     d.kv_type = o_.kv_type;
     d.n_seqs = n;
     d.prefill_batch = o_.prefill_batch;
+    d.decode_team = o_.decode_team;
     Decoder dec(model_, d);
     // Every sequence starts from the same batch_depth-token prompt: prefilled
     // once, copied to the others (the copy is what a shared system prompt costs).
@@ -461,6 +465,8 @@ int cmd_bench(int argc, char** argv) {
       o.quiet = true;
     } else if (a == "--probe") {
       o.probe_only = true;
+    } else if (a == "--region-per-call") {
+      o.decode_team = false;
     } else if (a == "--no-probe") {
       o.probe = false;
     } else if (a == "--probe-mib") {
@@ -492,6 +498,7 @@ int cmd_bench(int argc, char** argv) {
   report.warmup = o.warmup;
   report.decode_steps = o.steps;
   report.batch_depth = o.batch_depth;
+  report.decode_team = o.decode_team;
   report.load_average_start = load_average();
 
   // The probe runs after the rows (or alone with --probe) so that its read

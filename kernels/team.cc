@@ -1,0 +1,148 @@
+#include "kernels/team.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <new>
+
+#include "kernels/block_queue.h"
+#include "kernels/error.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define QKV_SPIN_PAUSE() _mm_pause()
+#else
+#define QKV_SPIN_PAUSE() ((void)0)
+#endif
+
+namespace qkv {
+
+namespace {
+thread_local Team* t_team = nullptr;
+thread_local int t_thread = 0;
+
+constexpr int kIdShift = 40;
+constexpr uint64_t kNextMask = (uint64_t{1} << kIdShift) - 1;
+}  // namespace
+
+int Team::thread() const { return t_thread; }
+
+Team* current_team() { return t_team; }
+
+void Team::sync() {
+  if (size_ == 1) return;
+  // The generation is read before arriving: the last thread to arrive bumps
+  // it, which releases everyone who saw the old value.
+  const uint32_t gen = generation_.load(std::memory_order_acquire);
+  if (arrived_.fetch_add(1, std::memory_order_acq_rel) == size_ - 1) {
+    arrived_.store(0, std::memory_order_relaxed);
+    generation_.store(gen + 1, std::memory_order_release);
+    return;
+  }
+  while (generation_.load(std::memory_order_acquire) == gen) {
+    if (failed_.load(std::memory_order_relaxed)) throw Aborted{};
+    QKV_SPIN_PAUSE();
+  }
+}
+
+void Team::share(int64_t n, int64_t* lo, int64_t* hi) const {
+  const int t = thread();
+  *lo = n * t / size_;
+  *hi = n * (t + 1) / size_;
+}
+
+void Team::begin_call() { ++calls_[static_cast<size_t>(thread())].id; }
+
+bool Team::take(int64_t n, int64_t min_blocks, int64_t* b0, int64_t* b1) {
+  QKV_CHECK(n >= 0 && static_cast<uint64_t>(n) <= kNextMask, "Team::take: ", n, " blocks is out of range");
+  const uint64_t id = calls_[static_cast<size_t>(thread())].id & ((uint64_t{1} << (64 - kIdShift)) - 1);
+  std::atomic<uint64_t>& slot = slot_[id % 2];
+  uint64_t cur = slot.load(std::memory_order_relaxed);
+  for (;;) {
+    if ((cur >> kIdShift) != id) {  // the slot still holds call id - 2: restart it for this call
+      const uint64_t fresh = id << kIdShift;
+      if (slot.compare_exchange_weak(cur, fresh, std::memory_order_relaxed)) cur = fresh;
+      continue;
+    }
+    const int64_t next = static_cast<int64_t>(cur & kNextMask);
+    if (next >= n) return false;
+    const int64_t chunk = detail::BlockQueue::chunk_size(n - next, size_, min_blocks);
+    if (slot.compare_exchange_weak(cur, (id << kIdShift) | static_cast<uint64_t>(next + chunk),
+                                   std::memory_order_relaxed)) {
+      *b0 = next;
+      *b1 = next + chunk;
+      return true;
+    }
+  }
+}
+
+void Team::FreeFloats::operator()(float* p) const { ::operator delete[](p, std::align_val_t(64)); }
+
+float* Team::shared_floats(size_t n) {
+  if (thread() == 0 && shared_size_ < n) {
+    shared_.reset(static_cast<float*>(::operator new[](n * sizeof(float), std::align_val_t(64))));
+    shared_size_ = n;
+  }
+  sync();
+  return shared_.get();
+}
+
+void run_outside_team(const std::function<void()>& fn) {
+  Team* const saved = t_team;
+  const int saved_thread = t_thread;
+  t_team = nullptr;
+  try {
+    fn();
+  } catch (...) {
+    t_team = saved;
+    t_thread = saved_thread;
+    throw;
+  }
+  t_team = saved;
+  t_thread = saved_thread;
+}
+
+void Team::fail(std::exception_ptr e) {
+  {
+    std::lock_guard<std::mutex> lock(error_mutex_);
+    if (!error_) error_ = e;
+  }
+  failed_.store(true, std::memory_order_relaxed);
+}
+
+void run_team(int threads, const std::function<void()>& fn) {
+  if (threads <= 1 || t_team != nullptr || omp_in_parallel()) {
+    if (t_team != nullptr) return fn();  // already in a team: a nested call joins nothing new
+    Team solo(1);
+    t_team = &solo;
+    t_thread = 0;
+    try {
+      fn();
+    } catch (...) {
+      t_team = nullptr;
+      throw;
+    }
+    t_team = nullptr;
+    return;
+  }
+  Team team(threads);
+#pragma omp parallel num_threads(threads)
+  {
+    // The runtime may give fewer threads than asked: the team is what it got.
+#pragma omp single
+    team.size_ = omp_get_num_threads();
+    t_team = &team;
+    t_thread = omp_get_thread_num();
+    try {
+      fn();
+    } catch (const Team::Aborted&) {
+      // another thread failed first; its exception is the one reported
+    } catch (...) {
+      team.fail(std::current_exception());
+    }
+    t_team = nullptr;
+  }
+  if (team.error_) std::rethrow_exception(team.error_);
+}
+
+}  // namespace qkv
