@@ -230,6 +230,7 @@ int register_all() {
             ((stream ? "matmul_small_stream/" : "matmul_small/") + std::string(dtype_name(t)) + "/" + shape).c_str(),
             BM_matmul, t, s.rows, s.cols, 0, stream);
         for (int64_t M : {2, 4, 8, 16}) b->Args({M, 2});
+        b->Args({16, 1});  // how the batched decode's main cost scales with threads
         b->UseRealTime();
       }
     }

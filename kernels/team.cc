@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <new>
+#include <thread>
 
 #include "kernels/block_queue.h"
 #include "kernels/error.h"
@@ -22,6 +23,10 @@ thread_local Team* t_team = nullptr;
 thread_local int t_thread = 0;
 
 constexpr int kIdShift = 40;
+// A pause takes ~20 ns on this machine, so about 4 us of spinning. Measured on the
+// 143M Q8_0 decode: the same speed as 2000 (~40 us) with a thread per core,
+// and 2.7x faster with 4 threads on 2 cores (170 vs 63 tok/s).
+constexpr int kSpinsBeforeYield = 200;
 constexpr uint64_t kNextMask = (uint64_t{1} << kIdShift) - 1;
 }  // namespace
 
@@ -39,9 +44,17 @@ void Team::sync() {
     generation_.store(gen + 1, std::memory_order_release);
     return;
   }
-  while (generation_.load(std::memory_order_acquire) == gen) {
+  // Spin (a wait here is usually the other threads finishing their share,
+  // microseconds); after a few microseconds, yield the core at each check
+  // instead, so a team on more threads than free cores (other processes, or
+  // several teams at once) lets the thread it waits for run.
+  for (int spins = 0; generation_.load(std::memory_order_acquire) == gen; ++spins) {
     if (failed_.load(std::memory_order_relaxed)) throw Aborted{};
-    QKV_SPIN_PAUSE();
+    if (spins < kSpinsBeforeYield) {
+      QKV_SPIN_PAUSE();
+    } else {
+      std::this_thread::yield();
+    }
   }
 }
 

@@ -36,7 +36,9 @@ class Team {
   // The calling thread's index in [0, size()).
   int thread() const;
 
-  // Waits until every thread of the team has reached the same sync.
+  // Waits until every thread of the team has reached the same sync: spins a
+  // few microseconds, then yields the core between checks (more threads than
+  // free cores must not cost a scheduler time slice per sync).
   void sync();
 
   // This thread's share [*lo, *hi) of n items split into size() contiguous
