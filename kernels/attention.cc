@@ -1058,16 +1058,9 @@ void RunTyped(const Call& c) {
   // streams while it works: decode items are often short (a batch of
   // sequences at small depth), and each would otherwise begin with a DRAM
   // miss on both streams. Other items one at a time, heaviest first (MakeItem).
-  std::atomic<int64_t> next_single{0};
-  auto take_single = [&](int64_t* i0, int64_t* i1) {
-    *i0 = next_single.fetch_add(1, std::memory_order_relaxed);
-    *i1 = *i0 + 1;
-    return *i0 < n_items;
-  };
   if (Team* team = current_team()) {
     // Every team thread runs this call: scratch is each thread's own, the
-    // partials and the single-item counter are shared (shared_floats publishes
-    // thread 0's buffer with a sync).
+    // partials are shared (shared_floats publishes thread 0's buffer with a sync).
     team->begin_call();
     float* partials = p.nsplit > 1 ? team->shared_floats(static_cast<size_t>(n_items * p.rows * (c.s.d + 2)))
                                    : nullptr;
@@ -1087,6 +1080,12 @@ void RunTyped(const Call& c) {
   float* scratch = attn::ThreadBuffer(0, per_thread * static_cast<size_t>(threads));
   float* partials = p.nsplit > 1 ? attn::ThreadBuffer(1, static_cast<size_t>(n_items * p.rows * (c.s.d + 2))) : nullptr;
   detail::BlockQueue queue(n_items, threads, 1);
+  std::atomic<int64_t> next_single{0};
+  auto take_single = [&](int64_t* i0, int64_t* i1) {
+    *i0 = next_single.fetch_add(1, std::memory_order_relaxed);
+    *i1 = *i0 + 1;
+    return *i0 < n_items;
+  };
 #pragma omp parallel num_threads(threads)
   {
     float* mine = scratch + per_thread * static_cast<size_t>(omp_get_thread_num());

@@ -58,11 +58,11 @@ class BlockQueue {
 // Runs body(queue) on every thread that shares n blocks of work, each thread
 // taking ranges from `queue` until it is empty. Inside a running Team (every
 // team thread makes this call) that is the team, with a sync before
-// returning; otherwise a new OpenMP region, or the calling thread alone
-// unless `parallel`. `parallel` says whether the work is worth more than one
-// thread; `threads` is the region's size.
+// returning; otherwise a new OpenMP region of omp_get_max_threads(), or the
+// calling thread alone unless `parallel`, which says whether the work is
+// worth more than one thread.
 template <class Body>
-void share_blocks(int64_t n, int64_t min_blocks, bool parallel, int threads, Body&& body) {
+void share_blocks(int64_t n, int64_t min_blocks, bool parallel, Body&& body) {
   if (Team* team = current_team()) {
     team->begin_call();
     BlockQueue queue(team, n, parallel ? min_blocks : n);
@@ -70,6 +70,7 @@ void share_blocks(int64_t n, int64_t min_blocks, bool parallel, int threads, Bod
     team->sync();
     return;
   }
+  const int threads = omp_get_max_threads();
   parallel = parallel && threads > 1 && !omp_in_parallel();
   BlockQueue queue(n, parallel ? threads : 1, min_blocks);
 #pragma omp parallel num_threads(threads) if (parallel)

@@ -536,8 +536,7 @@ void matvec_multi(const Matrix* Ws, float* const* ys, int count, const float* x)
   // The matrices' row blocks form one sequence, handed out in shrinking ranges.
   const int64_t min_blocks = std::max<int64_t>(
       1, static_cast<int64_t>(detail::kMinChunkBytes / std::max<size_t>(1, kRowBlock * dtype_row_bytes(Ws[0].type, static_cast<size_t>(Ws[0].cols)))));
-  detail::share_blocks(blocks, min_blocks, bytes >= detail::kMinParallelBytes, omp_get_max_threads(),
-                       [&](BlockQueue& queue) {
+  detail::share_blocks(blocks, min_blocks, bytes >= detail::kMinParallelBytes, [&](BlockQueue& queue) {
     int64_t b0, b1;
     while (queue.take(&b0, &b1)) {
       int64_t first = 0;  // global index of matrix i's first block

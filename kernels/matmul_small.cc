@@ -756,7 +756,7 @@ void matmul_small_multi(const Matrix* Ws, float* const* Ys, int count, const flo
   const int64_t grain = std::max<int64_t>(
       1, static_cast<int64_t>(kMinChunkBytes / std::max<size_t>(1, block * dtype_row_bytes(Ws[0].type, cols))));
   auto* const kernel = HWY_DYNAMIC_DISPATCH(MatmulSmallBF16);
-  share_blocks(blocks, grain, bytes >= kMinParallelBytes, omp_get_max_threads(),
+  share_blocks(blocks, grain, bytes >= kMinParallelBytes,
                [&](BlockQueue& queue) { kernel(Ws, Ys, count, X, M, &queue, block); });
 }
 
