@@ -392,6 +392,9 @@ TEST_CASE("qkv bench --synthetic tiny: JSON rows and statistics") {
   bad = run_qkv("bench --synthetic tiny --kv-type q8_0 -q --no-probe");  // head_dim 16
   CHECK(bad.exit_code == 1);
   CHECK(run_qkv("bench -m x.gguf --synthetic tiny").exit_code == 2);
+  bad = run_qkv("bench --synthetic tiny --region-per-call=yes");  // a switch, not a key=value flag
+  CHECK(bad.exit_code == 2);
+  CHECK(bad.err.find("unknown flag '--region-per-call=yes'") != std::string::npos);
 }
 
 TEST_CASE("qkv bench --probe: the machine's ceilings as JSON") {
