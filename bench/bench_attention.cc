@@ -4,11 +4,18 @@
 //
 //   Decode:  Lq = 1, Hq = 32, Hkv in {4, 32}, d = 128, Lk in {512, 4096, 32768},
 //            f16 K/V. Counter kv_bytes_per_second: bytes of the f16 K and V that
-//            attention must read, per second (pct_dram: of 64 GB/s, the middle of
-//            the 55-72 GB/s two-thread DRAM read figure of this machine).
+//            attention must read, per second. read_bytes_per_second: a plain read
+//            of those same K/V buffers by as many threads (qkv::probe_read_regions,
+//            several streams per thread, best of 3) right after the timed loop;
+//            pct_read is the first as a percentage of the second. Pairing each
+//            case with its own read keeps the ratio meaningful on a shared host
+//            whose bandwidth drifts within minutes. At Lk = 32768 the buffers
+//            (64 MiB with Hkv = 4) exceed the last-level cache, so the read is a
+//            DRAM figure; at 512 they are cache-resident and the ratio is not one.
 //   Prefill: causal, Lq = Lk in {512, 2048, 4096}, Hq = 32, Hkv = 4, d in {64, 128}.
-//            Counter flops_per_second: 4·d FLOPs per unmasked query-key pair
-//            (pct_fma_peak: of 440 GFLOP/s, two Zen 5 cores' FP32 FMA peak).
+//            Counter flops_per_second: 4·d FLOPs per unmasked query-key pair;
+//            pct_fma_peak: of the FP32 FMA peak of as many threads, measured once
+//            per thread count in this run (qkv::probe_fma_peak).
 // The baselines get their K/V already converted to f32 (untimed), which favours
 // them: they read twice the bytes but skip the conversion. Their scores matrix
 // is what the streaming kernel avoids; scratch_mb shows the working memory of
@@ -27,6 +34,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <map>
 #include <memory>
 #include <random>
 #include <unordered_map>
@@ -34,13 +42,19 @@
 
 #include "kernels/attention.h"
 #include "kernels/dtype.h"
+#include "kernels/probe.h"
 
 namespace {
 
 using namespace qkv;
 
-constexpr double kDramBytesPerSecond = 64e9;
-constexpr double kFmaPeakFlops = 440e9;
+// FP32 FMA peak of `threads` threads, measured on first use in this run.
+double fma_peak_flops(int threads) {
+  static std::map<int, double> measured;
+  auto it = measured.find(threads);
+  if (it == measured.end()) it = measured.emplace(threads, probe_fma_peak(threads, 0.1)).first;
+  return it->second;
+}
 
 double peak_rss_mb() {
   rusage ru{};
@@ -271,7 +285,11 @@ void BM_Decode(benchmark::State& state) {
   const double seconds = run_case(state, D, impl, threads);
   const double bytes = D.kv_bytes_f16() * double(state.iterations());
   state.counters["kv_bytes_per_second"] = benchmark::Counter(bytes, benchmark::Counter::kIsRate);
-  state.counters["pct_dram"] = bytes / seconds / kDramBytesPerSecond * 100.0;
+  const uint64_t half = static_cast<uint64_t>(D.kv_bytes_f16() / 2);
+  const ProbeRegion kv[2] = {{D.kh.data(), half}, {D.vh.data(), half}};
+  const double read = probe_read_regions(kv, 2, threads, 3);
+  state.counters["read_bytes_per_second"] = read;
+  state.counters["pct_read"] = bytes / seconds / read * 100.0;
 }
 
 // Args: L, d, impl, threads.
@@ -283,7 +301,7 @@ void BM_PrefillCausal(benchmark::State& state) {
   const double seconds = run_case(state, D, impl, threads);
   const double flops = 4.0 * double(d) * D.pairs() * double(state.iterations());
   state.counters["flops_per_second"] = benchmark::Counter(flops, benchmark::Counter::kIsRate);
-  state.counters["pct_fma_peak"] = flops / seconds / kFmaPeakFlops * 100.0;
+  state.counters["pct_fma_peak"] = flops / seconds / fma_peak_flops(threads) * 100.0;
 }
 
 void decode_args(benchmark::internal::Benchmark* b) {
