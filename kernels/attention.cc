@@ -574,12 +574,16 @@ HWY_INLINE VF TreeLevel(DF df, VF a, VF b, size_t level) {
 
 // The rest of the tree: v[0..n) -> one vector (v is clobbered). From the N/2
 // pair vectors of RowDots, lane k of the result is the dot product of key k.
-HWY_INLINE VF TransposeSum(DF df, VF* v, size_t n) {
-  size_t level = 1;  // level 0 is done by RowDots
-  for (size_t cnt = n; cnt > 1; cnt /= 2, ++level) {
-    for (size_t i = 0; i < cnt / 2; ++i) v[i] = TreeLevel(df, v[2 * i], v[2 * i + 1], level);
+// Counts and levels are compile-time constants, so the tree unrolls into
+// registers (a loop over a run-time count kept the vectors in memory).
+template <size_t kN, size_t kLevel = 1>  // level 0 is done by RowDots
+HWY_INLINE VF TransposeSum(DF df, VF* v) {
+  if constexpr (kN == 1) {
+    return v[0];
+  } else {
+    for (size_t i = 0; i < kN / 2; ++i) v[i] = TreeLevel(df, v[2 * i], v[2 * i + 1], kLevel);
+    return TransposeSum<kN / 2, kLevel + 1>(df, v);
   }
-  return v[0];
 }
 
 // Dot products of KB consecutive keys against RB rows, with the first level of
@@ -714,11 +718,17 @@ HWY_INLINE void RowBlockRows(DF df, const float* qs, size_t d, const uint8_t* kb
       for (; jj + 2 <= ng; jj += 2) RowDots<T, RB, 2, kD>(df, qs, d, kblk + static_cast<int64_t>(jg + jj) * rs, rs, part, jj);
     if (jj < ng) RowDots<T, RB, 1, kD>(df, qs, d, kblk + static_cast<int64_t>(jg + jj) * rs, rs, part, jj);
     // The remaining levels of the tree over the N/2 pair vectors of each row.
+    constexpr size_t kPairs = hn::MaxLanes(DF()) / 2;  // N / 2 (fixed-width targets)
     const size_t npairs = (ng + 1) / 2;
     for (int r = 0; r < RB; ++r) {
-      VF v[hn::MaxLanes(DF()) / 2];
-      for (size_t k = 0; k < N / 2; ++k) v[k] = k < npairs ? hn::Load(df, part + (r * N / 2 + k) * N) : hn::Zero(df);
-      hn::Store(TransposeSum(df, v, N / 2), df, st + r * bk + jg);
+      VF v[kPairs];
+      const float* pr = part + r * kPairs * N;
+      if (npairs == kPairs) {
+        for (size_t k = 0; k < kPairs; ++k) v[k] = hn::Load(df, pr + k * N);
+      } else {
+        for (size_t k = 0; k < kPairs; ++k) v[k] = k < npairs ? hn::Load(df, pr + k * N) : hn::Zero(df);
+      }
+      hn::Store(TransposeSum<kPairs>(df, v), df, st + r * bk + jg);
     }
   }
 }
