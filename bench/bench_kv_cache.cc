@@ -5,17 +5,26 @@
 // step must stream) per second; tok/s is decode steps per second for one layer
 // (each step: every query head of one new token attends to the whole context);
 // peak_RSS_MiB is the process's high-water mark so far (getrusage), cache_MiB the
-// cache's own size. DRAM_read gives the machine's read bandwidth to compare with.
+// cache's own size. DRAM_read gives the machine's read bandwidth to compare with
+// (one stream per thread). The decode rows also carry read_bytes/s: a plain read
+// of the same attended K and V by as many threads right after the timed loop,
+// flushed from the caches first (qkv::probe_read_regions, cold: several streams
+// per thread, best of 3), and pct_read, bytes/s as a percentage of it. That
+// pairs each row with the DRAM bandwidth of the minutes it ran in (this host
+// drifts by tens of percent); the decode itself may find small contexts in the
+// caches, so pct_read means something only for contexts well beyond them.
 #include <benchmark/benchmark.h>
 #include <omp.h>
 #include <sys/resource.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <memory>
 #include <vector>
 
+#include "kernels/probe.h"
 #include "runtime/kv_cache.h"
 
 namespace {
@@ -75,15 +84,23 @@ void BM_decode(benchmark::State& state) {
   for (int64_t s = 0; s < n_seqs; ++s) seqs[static_cast<size_t>(s)] = s;
   std::vector<float> q(static_cast<size_t>(n_seqs * kHq * kD)), out(q.size());
   fill(&q, 99);
+  const auto t0 = std::chrono::steady_clock::now();
   for (auto _ : state) {
     cache->attend_decode(0, seqs.data(), lens.data(), n_seqs, kHq, q.data(), out.data());
     benchmark::DoNotOptimize(out.data());
     benchmark::ClobberMemory();
   }
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const double bytes_per_step = 2.0 * kHkv * static_cast<double>(depth) * cache->row_bytes() * n_seqs;
   const double iters = static_cast<double>(state.iterations());
   state.counters["bytes/s"] = benchmark::Counter(bytes_per_step * iters, benchmark::Counter::kIsRate,
                                                  benchmark::Counter::kIs1000);
+  // Capacity == depth, so each of K and V is one contiguous run over all sequences.
+  const uint64_t half = static_cast<uint64_t>(bytes_per_step / 2.0);
+  const qkv::ProbeRegion kv[2] = {{cache->keys(0).data, half}, {cache->values(0).data, half}};
+  const double read = qkv::probe_read_regions(kv, 2, threads, 3, /*cold=*/true);
+  state.counters["read_bytes/s"] = read;
+  state.counters["pct_read"] = bytes_per_step * iters / seconds / read * 100.0;
   state.counters["tok/s"] = benchmark::Counter(static_cast<double>(n_seqs) * iters, benchmark::Counter::kIsRate);
   state.counters["cache_MiB"] = static_cast<double>(cache->bytes()) / (1 << 20);
   state.counters["peak_RSS_MiB"] = peak_rss_mib();

@@ -672,7 +672,7 @@ HWY_INLINE void RowAccumulate(DF df, const float* HWY_RESTRICT pr, size_t bk, si
 // (RowBlockRows: KB keys' rows before each RowDots call) so the requests are
 // spread over the computation. Bursts stall: a whole block's lines at once
 // fills the miss buffers, and even a 16-key group's lines at once (128
-// prefetches for f16, d = 128) measured 1.2-1.3x slower at Lk = 32768 than
+// prefetches for f16, d = 128) measured 1.2-1.4x slower at Lk = 32768 than
 // KB keys' worth at a time. The hardware prefetcher alone falls behind on
 // these two interleaved streams.
 struct RowPrefetch {

@@ -6,6 +6,7 @@
 #include <sys/mman.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <vector>
@@ -16,6 +17,7 @@
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels/probe.cc"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
+#include "hwy/cache_control.h"
 #include "hwy/highway.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -144,7 +146,7 @@ double probe_read_bandwidth(const void* data, uint64_t bytes, int threads, int p
   return probe_read_regions(&region, 1, threads, passes);
 }
 
-double probe_read_regions(const ProbeRegion* regions, size_t count, int threads, int passes) {
+double probe_read_regions(const ProbeRegion* regions, size_t count, int threads, int passes, bool cold) {
   QKV_CHECK(regions != nullptr || count == 0, "probe: no regions given");
   QKV_CHECK(threads >= 1 && threads <= 4096, "probe: thread count must be 1..4096, not ", threads);
   QKV_CHECK(passes >= 1 && passes <= 1000, "probe: passes must be 1..1000, not ", passes);
@@ -166,6 +168,13 @@ double probe_read_regions(const ProbeRegion* regions, size_t count, int threads,
   if (bytes == 0) return 0.0;
   double best = 0.0;
   for (int p = 0; p < passes; ++p) {
+    if (cold) {
+#pragma omp parallel for num_threads(threads) schedule(static)
+      for (size_t k = 0; k < lines.size(); ++k) {
+        for (uint64_t i = 0; i < lines[k].n; i += 16) hwy::FlushCacheline(lines[k].base + i);
+      }
+      std::atomic_thread_fence(std::memory_order_seq_cst);  // the flushes complete before the timer starts
+    }
     uint32_t sum = 0;
     const auto t0 = Clock::now();
 #pragma omp parallel num_threads(threads) reduction(+ : sum)

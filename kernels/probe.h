@@ -56,8 +56,12 @@ struct ProbeRegion {
 // holds one. The bytes can be anything (integer adds), so `qkv bench` reads the
 // model's own weights between repetitions: a bandwidth figure paired with each
 // timed repetition, with no extra buffer to raise the peak RSS. The regions
-// together must be much larger than the last-level cache for a DRAM figure.
-double probe_read_regions(const ProbeRegion* regions, size_t count, int threads, int passes);
+// together must be much larger than the last-level cache for a DRAM figure,
+// unless `cold`: then every line is flushed from all cache levels before each
+// pass, so even regions the caller has just read, or that would fit the
+// last-level cache, are read from DRAM (the kernel benchmarks pair a decode
+// over a 64 MiB KV cache with a read of that same cache this way).
+double probe_read_regions(const ProbeRegion* regions, size_t count, int threads, int passes, bool cold = false);
 
 // FLOP/s of `threads` threads each running independent FMA chains for about
 // `seconds`, best of 3 runs.

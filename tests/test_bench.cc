@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -485,6 +486,9 @@ TEST_CASE("probe functions: results and argument checks") {
   const uint8_t* bytes8 = reinterpret_cast<const uint8_t*>(aligned);
   const qkv::ProbeRegion regions[] = {{bytes8 + 3, (1 << 20) + 100}, {bytes8 + (2 << 20), 1 << 20}, {nullptr, 0}};
   CHECK(positive_finite(qkv::probe_read_regions(regions, 3, 2, 2)));
+  // Cold: the lines are flushed from the caches before each pass, never changed.
+  CHECK(positive_finite(qkv::probe_read_regions(regions, 3, 2, 2, /*cold=*/true)));
+  CHECK(std::all_of(buf.begin(), buf.end(), [](float x) { return x == 1.0f; }));
   const qkv::ProbeRegion short_ones[] = {{bytes8 + 1, 64}, {bytes8, 63}};  // no whole line
   CHECK(qkv::probe_read_regions(short_ones, 2, 1, 1) == 0.0);
   CHECK(qkv::probe_read_regions(nullptr, 0, 1, 1) == 0.0);
