@@ -723,11 +723,7 @@ HWY_INLINE void RowBlockRows(DF df, const float* qs, size_t d, const uint8_t* kb
     for (int r = 0; r < RB; ++r) {
       VF v[kPairs];
       const float* pr = part + r * kPairs * N;
-      if (npairs == kPairs) {
-        for (size_t k = 0; k < kPairs; ++k) v[k] = hn::Load(df, pr + k * N);
-      } else {
-        for (size_t k = 0; k < kPairs; ++k) v[k] = k < npairs ? hn::Load(df, pr + k * N) : hn::Zero(df);
-      }
+      for (size_t k = 0; k < kPairs; ++k) v[k] = k < npairs ? hn::Load(df, pr + k * N) : hn::Zero(df);
       hn::Store(TransposeSum<kPairs>(df, v), df, st + r * bk + jg);
     }
   }

@@ -5,7 +5,7 @@
 // system call, whether or not a thread sleeps, and a system call costs about
 // 0.9 us on this machine's virtualised CPUs: an empty 2-thread region costs
 // ~3 us and a barrier ~1.4 us (bench_ops --benchmark_filter=omp), while a
-// spinning barrier over two atomics costs ~0.6 us (BM_team_sync). A decode
+// spinning barrier over two atomics costs 0.26-0.44 us (BM_team_sync). A decode
 // token runs ~150 kernel calls, each once a region of its own.
 //
 // Use: run_team(threads, fn) runs fn on every thread of one OpenMP region, each
