@@ -362,7 +362,8 @@ HWY_INLINE void GroupChunk(const BlockArgs& a, const float* Xc, size_t m0, float
 template <size_t MB>
 using InputsTag = std::integral_constant<size_t, MB>;
 
-// Calls f(InputsTag<mb>()) for a run-time group size 1 <= mb <= kMaxInputs.
+// Calls f(InputsTag<mb>()) for a run-time group size 1 <= mb <= kMaxInputs
+// (the bf16 path: a number of quads).
 template <class F>
 HWY_INLINE void WithGroupSize(size_t mb, const F& f) {
   switch (mb) {
@@ -492,141 +493,295 @@ void MatmulSmallRange(const Matrix& W, const float* X, const float* Xp, int64_t 
 // about 2^-8 relative). Highway 1.0.3 only emulates bf16 dot products, hence
 // the intrinsics.
 //
-// Simpler than the f32 path: for each block of kRows rows, the whole rows are
-// first decoded to bf16 into a scratch (zero-padded to whole 32-column steps;
-// it stays in L1/L2), and each group of up to kMaxInputs inputs then runs over
-// all columns with its kRows x group accumulators in registers, so no
-// accumulator is ever saved between chunks. The groups' steps also prefetch
-// the next block's rows.
+// Each thread takes its rows in blocks of kRowsBF16 (4). One tile computes a
+// block against every input, with its accumulators in registers throughout,
+// from the block's rows decoded to bf16 in a scratch that stays in L1. The
+// decoding is pipelined: while a tile runs, each of its steps decodes the
+// same 32 columns of the next block (into a second scratch) and prefetches
+// the block after that. The conversions then overlap the dot products (alone,
+// they cost a quarter of the tile's time), and the loads they wait for were
+// prefetched a whole tile earlier. Rows wider than kPassColsBF16 go in passes
+// of columns, so that the inputs of a pass stay in L1 too.
+//
+// Lanes: a vector holds 4 inputs x 8 columns (one 128-bit block per input),
+// and a weight row's 8 columns are broadcast to all four blocks. Lane (j, c)
+// of accumulator acc[r][q] then sums row r times input 4q + j over the column
+// pairs c, c + 4, c + 8, ... of the row, so at the end only 4 lanes per output
+// are left to add: an in-block transpose of 4 rows, 6 shuffles and 3 adds per
+// 16 outputs. (Accumulators with all 16 lanes along the columns of one input
+// need a full transpose-add tree per input and row; at 576 columns that tree
+// and its scattered stores took a quarter of the tile's time.)
+//
+// Both operands are stored per step of 32 columns, so that every load in the
+// loop is at a compile-time offset from one pointer per operand:
+//  - weights (the scratch): step t, row r: 32 bf16 at (t * kRowsBF16 + r) * 32;
+//  - inputs: step t, quad q, sub-step s (8 columns), input 4q + j: 8 bf16 at
+//    (((t * Q + q) * 4 + s) * 4 + j) * 8, Q = ceil(M / 4), missing inputs zero.
 #define QKV_BF16_TARGET __attribute__((target("avx512bf16")))
 
-constexpr size_t kBF16Step = 32;  // columns per vdpbf16ps
+constexpr size_t kRowsBF16 = 4;   // rows per block: 4 x 4 quads = 16 accumulators
+constexpr size_t kBF16Step = 32;  // columns per step
+constexpr size_t kQuad = 4;       // inputs per vector
+constexpr size_t kSub = 8;        // columns of one input per vector
+constexpr size_t kQuadStep = kQuad * kBF16Step;  // bf16 values of one quad per step
 
-inline size_t PaddedColsBF16(size_t cols) { return (cols + kBF16Step - 1) / kBF16Step * kBF16Step; }
+inline size_t StepsBF16(size_t cols) { return (cols + kBF16Step - 1) / kBF16Step; }
 
 // Two f32 vectors (columns i .. i+15 in lo, i+16 .. i+31 in hi) as 32 bf16.
 QKV_BF16_TARGET HWY_INLINE __m512i PackBF16(__m512 lo, __m512 hi) {
   return reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(hi, lo));
 }
 
-// Row `row` (cols values of type T) as bf16 into out[0, PaddedColsBF16(cols)),
-// the padding zero.
+// Columns [32t, 32t + 32) of row `row` (values of type T, all within the row)
+// as 32 bf16 at out (64-byte aligned).
 template <DType T>
-QKV_BF16_TARGET HWY_INLINE void DecodeRowBF16(const uint8_t* HWY_RESTRICT row, size_t cols,
-                                              uint16_t* HWY_RESTRICT out) {
-  const DF df;
-  size_t i = 0;
+QKV_BF16_TARGET HWY_INLINE void DecodeStepBF16(const uint8_t* HWY_RESTRICT row, size_t t, uint16_t* HWY_RESTRICT out) {
+  const size_t i = t * kBF16Step;
   if constexpr (T == DType::Q8_0) {
-    for (; i < cols; i += kQ8BlockSize) {
-      const uint8_t* blk = row + i / kQ8BlockSize * sizeof(BlockQ8_0);
-      uint16_t h;
-      std::memcpy(&h, blk, 2);
-      const __m512 d = _mm512_set1_ps(_cvtsh_ss(h));
-      const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 2));
-      const __m512 lo = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm256_castsi256_si128(q)));
-      const __m512 hi = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm256_extracti128_si256(q, 1)));
-      _mm512_store_si512(out + i, PackBF16(_mm512_mul_ps(d, lo), _mm512_mul_ps(d, hi)));
-    }
+    static_assert(kBF16Step == kQ8BlockSize, "a step is one Q8_0 block");
+    const uint8_t* blk = row + t * sizeof(BlockQ8_0);
+    uint16_t h;
+    std::memcpy(&h, blk, 2);
+    const __m512 d = _mm512_set1_ps(_cvtsh_ss(h));
+    const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 2));
+    const __m512 lo = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm256_castsi256_si128(q)));
+    const __m512 hi = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm256_extracti128_si256(q, 1)));
+    _mm512_store_si512(out, PackBF16(_mm512_mul_ps(d, lo), _mm512_mul_ps(d, hi)));
   } else {
-    for (; i + kBF16Step <= cols; i += kBF16Step) {
-      const VF lo = LoadWeights<T>(df, row, i), hi = LoadWeights<T>(df, row, i + kLanes);
-      _mm512_store_si512(out + i, PackBF16(lo.raw, hi.raw));
-    }
-    for (; i < cols; ++i) out[i] = f32_to_bf16(LoadWeight<T>(row, i));
+    const DF df;
+    const VF lo = LoadWeights<T>(df, row, i), hi = LoadWeights<T>(df, row, i + kLanes);
+    _mm512_store_si512(out, PackBF16(lo.raw, hi.raw));
   }
-  for (; i < PaddedColsBF16(cols); ++i) out[i] = 0;
 }
 
-// Y[m * ldy + r] = w[r] . x[m] for R rows and MB inputs, both bf16 with n
-// columns (a multiple of 32) at strides ldw and ldx, 64-byte aligned.
-// Each step also prefetches its share of pf (see Prefetch), spread over the
-// steps so that the weight stream arrives while the dot products run.
-template <size_t R, size_t MB>
-QKV_BF16_TARGET HWY_INLINE void DotTileBF16(const uint16_t* HWY_RESTRICT w, size_t ldw,
-                                            const uint16_t* HWY_RESTRICT x, size_t ldx, size_t n,
-                                            const Prefetch& pf, float* HWY_RESTRICT Y, size_t ldy) {
-  __m512 acc[R][MB];
-  for (size_t r = 0; r < R; ++r)
-    for (size_t m = 0; m < MB; ++m) acc[r][m] = _mm512_setzero_ps();
+// The steps of a row that DecodeStepBF16 cannot take: the last one, if the
+// row ends inside it (its padding zero).
+template <DType T>
+QKV_BF16_TARGET HWY_INLINE void DecodeTailBF16(const uint8_t* HWY_RESTRICT row, size_t cols,
+                                               uint16_t* HWY_RESTRICT out, size_t stride) {
+  for (size_t i = cols / kBF16Step * kBF16Step; i < StepsBF16(cols) * kBF16Step; ++i) {
+    uint16_t v = 0;  // Q8_0 rows are whole 32-column blocks: no tail
+    if constexpr (T != DType::Q8_0) v = i < cols ? f32_to_bf16(LoadWeight<T>(row, i)) : 0;
+    out[i / kBF16Step * stride + i % kBF16Step] = v;
+  }
+}
+
+// Row `row` (cols values of type T) as bf16, step t's 32 columns at
+// out + t * stride (64-byte aligned), the padding after the last column zero.
+template <DType T>
+QKV_BF16_TARGET HWY_INLINE void DecodeRowBF16(const uint8_t* HWY_RESTRICT row, size_t cols,
+                                              uint16_t* HWY_RESTRICT out, size_t stride) {
+  for (size_t t = 0; t < cols / kBF16Step; ++t) DecodeStepBF16<T>(row, t, out + t * stride);
+  DecodeTailBF16<T>(row, cols, out, stride);
+}
+
+// The weight rows a tile decodes for the next tile while it runs (its step t
+// decodes their step t, so the conversions overlap the dot products): the
+// first `steps` whole steps of kRowsBF16 rows at `row` (stride `stride`) into
+// `out` (the scratch layout); row == nullptr: none.
+struct NextRows {
+  const uint8_t* row;
+  size_t stride;
+  size_t steps;
+  uint16_t* out;
+};
+
+// Y[m * ldy + r] = w[r] . x[m] (or += if `add`) for r < R and m < M <= 4Q,
+// over `steps` steps of 32 columns, w and xq laid out as above. Each step
+// also decodes its step of `own` (w's own rows, when the caller has not
+// decoded them: the first block of a range) and of `next`, and prefetches its
+// share of pf (see Prefetch), spread over the steps so that the weights
+// arrive while the dot products run.
+template <DType T, size_t R, size_t Q>
+QKV_BF16_TARGET HWY_INLINE void DotTileBF16(const uint16_t* HWY_RESTRICT w, const uint16_t* HWY_RESTRICT xq,
+                                            size_t steps, size_t M, const NextRows& own, const NextRows& next,
+                                            const Prefetch& pf, bool add, float* HWY_RESTRICT Y, size_t ldy) {
+  // With few quads the sub-steps alternate between S sets of accumulators,
+  // so that at least 12 dot products are independent (vdpbf16ps: two per
+  // cycle, several cycles of latency).
+  constexpr size_t S = Q == 1 ? 4 : Q == 2 ? 2 : 1;
+  __m512 acc[S][R][Q];
+  for (size_t s = 0; s < S; ++s)
+    for (size_t r = 0; r < R; ++r)
+      for (size_t q = 0; q < Q; ++q) acc[s][r][q] = _mm512_setzero_ps();
   // Line k of pf's `lines` per row goes out at step k * steps / lines.
-  const size_t steps = n / kBF16Step, lines = pf.p != nullptr ? (pf.bytes + 63) / 64 : 0;
+  const size_t lines = pf.p != nullptr ? (pf.bytes + 63) / 64 : 0;
+  const size_t own_steps = own.row != nullptr ? own.steps : 0, next_steps = next.row != nullptr ? next.steps : 0;
   size_t line = 0;
-  for (size_t i = 0; i < n; i += kBF16Step) {
-    for (; line < lines && line * steps <= i / kBF16Step * lines; ++line) {
-      for (size_t r = 0; r < kRows; ++r) __builtin_prefetch(pf.p + r * pf.stride + line * 64, 0, 3);
+  for (size_t t = 0; t < steps; ++t) {
+    for (; line < lines && line * steps <= t * lines; ++line) {
+      for (size_t r = 0; r < kRowsBF16; ++r) __builtin_prefetch(pf.p + r * pf.stride + line * 64, 0, 3);
     }
-    __m512i xv[MB];
-    for (size_t m = 0; m < MB; ++m) xv[m] = _mm512_load_si512(x + m * ldx + i);
-    for (size_t r = 0; r < R; ++r) {
-      const __m512i wv = _mm512_load_si512(w + r * ldw + i);
-      for (size_t m = 0; m < MB; ++m) {
-        acc[r][m] = _mm512_dpbf16_ps(acc[r][m], reinterpret_cast<__m512bh>(wv), reinterpret_cast<__m512bh>(xv[m]));
+    if (t < own_steps) {
+      for (size_t k = 0; k < kRowsBF16; ++k) {
+        DecodeStepBF16<T>(own.row + k * own.stride, t, own.out + (t * kRowsBF16 + k) * kBF16Step);
+      }
+    }
+    if (t < next_steps) {
+      for (size_t k = 0; k < kRowsBF16; ++k) {
+        DecodeStepBF16<T>(next.row + k * next.stride, t, next.out + (t * kRowsBF16 + k) * kBF16Step);
+      }
+    }
+    const uint16_t* HWY_RESTRICT wt = w + t * kRowsBF16 * kBF16Step;
+    const uint16_t* HWY_RESTRICT xt = xq + t * Q * kQuadStep;
+    // Unrolled: as a loop, GCC kept the accumulators in memory.
+#pragma GCC unroll 4
+    for (size_t s = 0; s < kBF16Step / kSub; ++s) {
+      __m512i xv[Q];
+      for (size_t q = 0; q < Q; ++q) xv[q] = _mm512_load_si512(xt + (q * 4 + s) * kQuad * kSub);
+      for (size_t r = 0; r < R; ++r) {
+        const __m512i wv =
+            _mm512_broadcast_i32x4(_mm_load_si128(reinterpret_cast<const __m128i*>(wt + r * kBF16Step + s * kSub)));
+        for (size_t q = 0; q < Q; ++q) {
+          acc[s % S][r][q] = _mm512_dpbf16_ps(acc[s % S][r][q], reinterpret_cast<__m512bh>(wv),
+                                              reinterpret_cast<__m512bh>(xv[q]));
+        }
       }
     }
   }
-  VF sums[R][MB];
-  float zero[R][MB] = {};
-  for (size_t r = 0; r < R; ++r)
-    for (size_t m = 0; m < MB; ++m) sums[r][m] = VF{acc[r][m]};
-  StoreTile<R, MB>(sums, zero, Y, ldy);
-}
-
-// Y for rows [r0, r1) and all M inputs, from Xb (M rows of ldx bf16).
-template <DType T>
-QKV_BF16_TARGET void MatmulRangeBF16(const Matrix& W, const uint16_t* HWY_RESTRICT Xb, size_t ldx, size_t M,
-                                     uint16_t* HWY_RESTRICT scratch, float* Y, int64_t r0, int64_t r1) {
-  const size_t cols = static_cast<size_t>(W.cols), n = PaddedColsBF16(cols);
-  const size_t row_bytes = dtype_row_bytes(T, cols), ldy = static_cast<size_t>(W.rows);
-  const uint8_t* base = static_cast<const uint8_t*>(W.data);
-  for (int64_t r = r0; r < r1; r += static_cast<int64_t>(kRows)) {
-    const size_t R = static_cast<size_t>(std::min<int64_t>(static_cast<int64_t>(kRows), r1 - r));
-    for (size_t k = 0; k < R; ++k) DecodeRowBF16<T>(base + (r + static_cast<int64_t>(k)) * row_bytes, cols, scratch + k * n);
-    // The groups prefetch the thread's next whole block, if it has one, each
-    // its share of every row (whole lines), so the requests are spread evenly.
-    const int64_t next = r + static_cast<int64_t>(kRows);
-    const uint8_t* next_rows = next + static_cast<int64_t>(kRows) <= r1 ? base + next * row_bytes : nullptr;
-    const size_t groups = (M + kMaxInputs - 1) / kMaxInputs;
-    const size_t share = ((row_bytes + 63) / 64 + groups - 1) / groups * 64;
-    ForEachGroup(M, [&](size_t m0, size_t mb, size_t g) QKV_BF16_TARGET HWY_ATTR {
-      WithGroupSize(mb, [&](auto tag) QKV_BF16_TARGET HWY_ATTR {
-        constexpr size_t MB = decltype(tag)::value;
-        const Prefetch none{nullptr, 0, 0};
-        const size_t from = std::min(row_bytes, g * share);
-        const Prefetch pf{next_rows != nullptr && from < row_bytes ? next_rows + from : nullptr, row_bytes,
-                          std::min(share, row_bytes - from)};
-        if (R == kRows) {
-          DotTileBF16<kRows, MB>(scratch, n, Xb + m0 * ldx, ldx, n, pf, Y + m0 * ldy + r, ldy);
-        } else {
-          for (size_t k = 0; k < R; ++k) {
-            DotTileBF16<1, MB>(scratch + k * n, n, Xb + m0 * ldx, ldx, n, none, Y + m0 * ldy + r + k, ldy);
-          }
-        }
-      });
-    });
+  for (size_t s = 1; s < S; ++s)
+    for (size_t r = 0; r < R; ++r)
+      for (size_t q = 0; q < Q; ++q) acc[0][r][q] = _mm512_add_ps(acc[0][r][q], acc[s][r][q]);
+  // Rows in fours: an in-block transpose adds each block's 4 lanes, leaving
+  // in block j the sums of rows r0 .. r0 + 3 for input 4q + j.
+  for (size_t q = 0; q < Q; ++q) {
+    for (size_t r0 = 0; r0 < R; r0 += 4) {
+      __m512 a[4];
+      for (size_t k = 0; k < 4; ++k) a[k] = r0 + k < R ? acc[0][r0 + k][q] : _mm512_setzero_ps();
+      const __m512 s01 = _mm512_add_ps(_mm512_unpacklo_ps(a[0], a[1]), _mm512_unpackhi_ps(a[0], a[1]));
+      const __m512 s23 = _mm512_add_ps(_mm512_unpacklo_ps(a[2], a[3]), _mm512_unpackhi_ps(a[2], a[3]));
+      const __m512d lo = _mm512_unpacklo_pd(_mm512_castps_pd(s01), _mm512_castps_pd(s23));
+      const __m512d hi = _mm512_unpackhi_pd(_mm512_castps_pd(s01), _mm512_castps_pd(s23));
+      HWY_ALIGN float sums[16];
+      _mm512_store_ps(sums, _mm512_add_ps(_mm512_castpd_ps(lo), _mm512_castpd_ps(hi)));
+      const __mmask8 rows = static_cast<__mmask8>((1u << std::min<size_t>(4, R - r0)) - 1);
+      for (size_t j = 0; j < kQuad && q * kQuad + j < M; ++j) {
+        float* y = Y + (q * kQuad + j) * ldy + r0;
+        const __m128 v = _mm_load_ps(sums + j * 4);
+        _mm_mask_storeu_ps(y, rows, add ? _mm_add_ps(_mm_maskz_loadu_ps(rows, y), v) : v);
+      }
+    }
   }
 }
 
-// One thread's share of count matrices that share X: packs X to bf16 (its own
-// copy), then computes the row blocks (of `block` rows) it takes from the
+// WithGroupSize (1 .. kMaxInputs) also picks the number of quads.
+static_assert(kMatmulSmallMaxM <= kMaxInputs * kQuad, "every quad count has a tile");
+
+// At most this many columns per pass over a range of rows: a pass's inputs
+// (16 x 768 bf16, 24 KB) and its two blocks of decoded weights then stay in
+// L1. Wider rows go in passes of near-equal whole steps, each adding to Y.
+constexpr size_t kPassColsBF16 = 768;
+
+// Y for rows [r0, r1) and all M inputs, from xq (the inputs, laid out above).
+// scratch holds two blocks of decoded rows: the tile of one block decodes the
+// next block into the other.
+template <DType T>
+QKV_BF16_TARGET void MatmulRangeBF16(const Matrix& W, const uint16_t* HWY_RESTRICT xq, size_t M,
+                                     uint16_t* HWY_RESTRICT scratch, float* Y, int64_t r0, int64_t r1) {
+  const size_t cols = static_cast<size_t>(W.cols), steps = StepsBF16(cols);
+  const size_t passes = (cols + kPassColsBF16 - 1) / kPassColsBF16;
+  const size_t pass_steps = (steps + passes - 1) / passes;
+  const size_t row_bytes = dtype_row_bytes(T, cols), ldy = static_cast<size_t>(W.rows);
+  const auto rows_at = [&](int64_t r) {
+    return static_cast<size_t>(std::min<int64_t>(kRowsBF16, std::max<int64_t>(0, r1 - r)));
+  };
+  WithGroupSize((M + kQuad - 1) / kQuad, [&](auto tag) QKV_BF16_TARGET HWY_ATTR {
+    constexpr size_t Q = decltype(tag)::value;
+    for (size_t t0 = 0; t0 < steps; t0 += pass_steps) {
+      // Columns [c0, c0 + n) of every row.
+      const size_t c0 = t0 * kBF16Step, n = std::min(cols - c0, pass_steps * kBF16Step);
+      const size_t nsteps = StepsBF16(n), full = n / kBF16Step, bytes = dtype_row_bytes(T, n);
+      const uint8_t* base = static_cast<const uint8_t*>(W.data) + dtype_row_bytes(T, c0);
+      const uint16_t* xp = xq + t0 * Q * kQuadStep;
+      const auto row_at = [&](int64_t r) { return base + r * static_cast<int64_t>(row_bytes); };
+      const bool add = c0 > 0;
+      uint16_t* cur = scratch;
+      uint16_t* nxt = scratch + nsteps * kRowsBF16 * kBF16Step;
+      // Nothing has fetched the range's first two blocks: their loads go out
+      // now, and the first tile decodes its own rows step by step as they
+      // arrive (and the second block's, as every tile decodes the next one).
+      // From there on each tile prefetches the block after next.
+      for (int64_t r = r0; r < std::min(r1, r0 + 2 * static_cast<int64_t>(kRowsBF16)); ++r) {
+        for (size_t off = 0; off < bytes; off += 64) __builtin_prefetch(row_at(r) + off, 0, 3);
+      }
+      const bool own_first = rows_at(r0) == kRowsBF16;
+      for (size_t k = 0; k < rows_at(r0); ++k) {
+        const uint8_t* row = row_at(r0 + static_cast<int64_t>(k));
+        if (own_first) {
+          DecodeTailBF16<T>(row, n, cur + k * kBF16Step, kRowsBF16 * kBF16Step);
+        } else {
+          DecodeRowBF16<T>(row, n, cur + k * kBF16Step, kRowsBF16 * kBF16Step);
+        }
+      }
+      for (int64_t r = r0; r < r1; r += static_cast<int64_t>(kRowsBF16)) {
+        const size_t R = rows_at(r);
+        const int64_t next = r + static_cast<int64_t>(kRowsBF16), after = next + static_cast<int64_t>(kRowsBF16);
+        const size_t next_rows = rows_at(next);
+        if (R == kRowsBF16) {
+          // The tile decodes the next block if it is whole (else it is
+          // decoded here after the tile), and prefetches the one after it.
+          const NextRows nr{next_rows == kRowsBF16 ? row_at(next) : nullptr, row_bytes, full, nxt};
+          const Prefetch pf{rows_at(after) == kRowsBF16 ? row_at(after) : nullptr, row_bytes, bytes};
+          const NextRows own{own_first && r == r0 ? row_at(r) : nullptr, row_bytes, full, cur};
+          DotTileBF16<T, kRowsBF16, Q>(cur, xp, nsteps, M, own, nr, pf, add, Y + r, ldy);
+          for (size_t k = 0; k < next_rows; ++k) {
+            const uint8_t* row = row_at(next + static_cast<int64_t>(k));
+            if (next_rows == kRowsBF16) {
+              DecodeTailBF16<T>(row, n, nxt + k * kBF16Step, kRowsBF16 * kBF16Step);
+            } else {
+              DecodeRowBF16<T>(row, n, nxt + k * kBF16Step, kRowsBF16 * kBF16Step);
+            }
+          }
+        } else {  // the last block (nothing follows it)
+          const NextRows none_next{nullptr, 0, 0, nullptr};
+          const Prefetch none{nullptr, 0, 0};
+          for (size_t k = 0; k < R; ++k) {
+            DotTileBF16<T, 1, Q>(cur + k * kBF16Step, xp, nsteps, M, none_next, none_next, none, add,
+                                 Y + r + static_cast<int64_t>(k), ldy);
+          }
+        }
+        std::swap(cur, nxt);
+      }
+    }
+  });
+}
+
+// One thread's share of count matrices that share X: lays X out in bf16 (its
+// own copy), then computes the row blocks (of `block` rows) it takes from the
 // queue, which numbers the matrices' blocks one after the other.
 QKV_BF16_TARGET void MatmulSmallBF16(const Matrix* Ws, float* const* Ys, int count, const float* X, int64_t M,
                                      detail::BlockQueue* queue, int64_t block) {
-  const size_t cols = static_cast<size_t>(Ws[0].cols), n = PaddedColsBF16(cols);
-  const size_t m = static_cast<size_t>(M);
-  // Row stride n + 32: rows whose stride is a multiple of 4 KB would share L1 sets.
-  const size_t ldx = n + kBF16Step;
-  static thread_local hwy::AlignedFreeUniquePtr<uint16_t[]> xb, scratch;
-  static thread_local size_t xb_size = 0, scratch_size = 0;
-  if (m * ldx > xb_size) {
-    xb = hwy::AllocateAligned<uint16_t>(m * ldx);
-    xb_size = m * ldx;
-  }
-  if (kRows * n > scratch_size) {
-    scratch = hwy::AllocateAligned<uint16_t>(kRows * n);
-    scratch_size = kRows * n;
-  }
+  const size_t cols = static_cast<size_t>(Ws[0].cols), steps = StepsBF16(cols);
+  const size_t m = static_cast<size_t>(M), quads = (m + kQuad - 1) / kQuad;
+  static thread_local hwy::AlignedFreeUniquePtr<uint16_t[]> xq, scratch;
+  static thread_local size_t xq_size = 0, scratch_size = 0;
+  const auto reserve = [](hwy::AlignedFreeUniquePtr<uint16_t[]>& p, size_t& size, size_t need) {
+    if (need > size) {
+      p = hwy::AllocateAligned<uint16_t>(need);
+      size = need;
+    }
+  };
+  reserve(xq, xq_size, steps * quads * kQuadStep);
+  reserve(scratch, scratch_size, 2 * steps * kRowsBF16 * kBF16Step);
+  // X in the tiles' layout: input k = 4q + j, step t: 4 pieces of 8 columns
+  // at xq + (t * quads + q) * kQuadStep + s * 32 + j * 8, s = 0..3.
+  if (m % kQuad != 0) std::fill(xq.get(), xq.get() + steps * quads * kQuadStep, uint16_t{0});
   for (size_t k = 0; k < m; ++k) {
-    DecodeRowBF16<DType::F32>(reinterpret_cast<const uint8_t*>(X + k * cols), cols, xb.get() + k * ldx);
+    const float* x = X + k * cols;
+    const size_t q = k / kQuad, j = k % kQuad;
+    uint16_t* dst = xq.get() + q * kQuadStep + j * kSub;
+    for (size_t t = 0; t < cols / kBF16Step; ++t, dst += quads * kQuadStep) {
+      const __m512i v = PackBF16(_mm512_loadu_ps(x + t * kBF16Step), _mm512_loadu_ps(x + t * kBF16Step + kLanes));
+      _mm_store_si128(reinterpret_cast<__m128i*>(dst), _mm512_castsi512_si128(v));
+      _mm_store_si128(reinterpret_cast<__m128i*>(dst + 1 * kQuad * kSub), _mm512_extracti32x4_epi32(v, 1));
+      _mm_store_si128(reinterpret_cast<__m128i*>(dst + 2 * kQuad * kSub), _mm512_extracti32x4_epi32(v, 2));
+      _mm_store_si128(reinterpret_cast<__m128i*>(dst + 3 * kQuad * kSub), _mm512_extracti32x4_epi32(v, 3));
+    }
+    for (size_t i = cols / kBF16Step * kBF16Step; i < steps * kBF16Step; ++i) {  // the last, partial step
+      const size_t t = i / kBF16Step, c = i % kBF16Step;
+      xq[(t * quads + q) * kQuadStep + c / kSub * kQuad * kSub + j * kSub + c % kSub] =
+          i < cols ? f32_to_bf16(x[i]) : uint16_t{0};
+    }
   }
   int64_t b0, b1;
   while (queue->take(&b0, &b1)) {
@@ -639,9 +794,9 @@ QKV_BF16_TARGET void MatmulSmallBF16(const Matrix* Ws, float* const* Ys, int cou
         const int64_t r0 = (lo - first) * block, r1 = std::min(W.rows, (hi - first) * block);
         switch (W.type) {
           case DType::F32: break;  // F32 weights keep the f32 path (see matmul_small_precision)
-          case DType::F16: MatmulRangeBF16<DType::F16>(W, xb.get(), ldx, m, scratch.get(), Ys[i], r0, r1); break;
-          case DType::BF16: MatmulRangeBF16<DType::BF16>(W, xb.get(), ldx, m, scratch.get(), Ys[i], r0, r1); break;
-          case DType::Q8_0: MatmulRangeBF16<DType::Q8_0>(W, xb.get(), ldx, m, scratch.get(), Ys[i], r0, r1); break;
+          case DType::F16: MatmulRangeBF16<DType::F16>(W, xq.get(), m, scratch.get(), Ys[i], r0, r1); break;
+          case DType::BF16: MatmulRangeBF16<DType::BF16>(W, xq.get(), m, scratch.get(), Ys[i], r0, r1); break;
+          case DType::Q8_0: MatmulRangeBF16<DType::Q8_0>(W, xq.get(), m, scratch.get(), Ys[i], r0, r1); break;
         }
       }
       first += nb;
@@ -650,12 +805,15 @@ QKV_BF16_TARGET void MatmulSmallBF16(const Matrix* Ws, float* const* Ys, int cou
 }
 
 bool HasBF16Path() { return __builtin_cpu_supports("avx512bf16"); }
+// Rows per block of the bf16 path (the threads share its rows in whole blocks).
+int64_t MatmulSmallRowsBF16() { return static_cast<int64_t>(kRowsBF16); }
 #else
 // Other targets have no bf16 dot product; HasBF16Path() keeps this unused.
 void MatmulSmallBF16(const Matrix*, float* const*, int, const float*, int64_t, detail::BlockQueue*, int64_t) {
   QKV_CHECK(false, "matmul_small: the bf16 path needs AVX512_BF16");
 }
 bool HasBF16Path() { return false; }
+int64_t MatmulSmallRowsBF16() { return 1; }
 #endif
 
 // Rows per block for this target (threads split the rows in whole blocks).
@@ -671,6 +829,7 @@ HWY_EXPORT(MatmulSmallRange);
 HWY_EXPORT(MatmulSmallRows);
 HWY_EXPORT(MatmulSmallBF16);
 HWY_EXPORT(HasBF16Path);
+HWY_EXPORT(MatmulSmallRowsBF16);
 
 namespace detail {
 
@@ -744,7 +903,7 @@ void matmul_small_multi(const Matrix* Ws, float* const* Ys, int count, const flo
   count = static_cast<int>(fused.size());
   // bf16: one parallel pass over every matrix's row blocks, taken from a
   // queue at least kMinChunkBytes of weights at a time.
-  const int64_t block = HWY_DYNAMIC_DISPATCH(MatmulSmallRows)();
+  const int64_t block = HWY_DYNAMIC_DISPATCH(MatmulSmallRowsBF16)();
   const size_t cols = static_cast<size_t>(Ws[0].cols);
   int64_t blocks = 0;
   size_t bytes = 0;
