@@ -704,15 +704,22 @@ QKV_BF16_TARGET void MatmulRangeBF16(const Matrix& W, const uint16_t* HWY_RESTRI
       for (int64_t r = r0; r < std::min(r1, r0 + 2 * static_cast<int64_t>(kRowsBF16)); ++r) {
         for (size_t off = 0; off < bytes; off += 64) __builtin_prefetch(row_at(r) + off, 0, 3);
       }
-      const bool own_first = rows_at(r0) == kRowsBF16;
-      for (size_t k = 0; k < rows_at(r0); ++k) {
-        const uint8_t* row = row_at(r0 + static_cast<int64_t>(k));
-        if (own_first) {
-          DecodeTailBF16<T>(row, n, cur + k * kBF16Step, kRowsBF16 * kBF16Step);
-        } else {
-          DecodeRowBF16<T>(row, n, cur + k * kBF16Step, kRowsBF16 * kBF16Step);
+      // What no tile decodes of the block at row r, into out: a whole
+      // block's partial last step (a tile decodes its whole steps), or every
+      // row of a partial block.
+      const auto decode_rest = [&](int64_t r, uint16_t* out) {
+        const size_t rows = rows_at(r);
+        for (size_t k = 0; k < rows; ++k) {
+          const uint8_t* row = row_at(r + static_cast<int64_t>(k));
+          if (rows == kRowsBF16) {
+            DecodeTailBF16<T>(row, n, out + k * kBF16Step, kRowsBF16 * kBF16Step);
+          } else {
+            DecodeRowBF16<T>(row, n, out + k * kBF16Step, kRowsBF16 * kBF16Step);
+          }
         }
-      }
+      };
+      const bool own_first = rows_at(r0) == kRowsBF16;
+      decode_rest(r0, cur);
       for (int64_t r = r0; r < r1; r += static_cast<int64_t>(kRowsBF16)) {
         const size_t R = rows_at(r);
         const int64_t next = r + static_cast<int64_t>(kRowsBF16), after = next + static_cast<int64_t>(kRowsBF16);
@@ -724,14 +731,7 @@ QKV_BF16_TARGET void MatmulRangeBF16(const Matrix& W, const uint16_t* HWY_RESTRI
           const Prefetch pf{rows_at(after) == kRowsBF16 ? row_at(after) : nullptr, row_bytes, bytes};
           const NextRows own{own_first && r == r0 ? row_at(r) : nullptr, row_bytes, full, cur};
           DotTileBF16<T, kRowsBF16, Q>(cur, xp, nsteps, M, own, nr, pf, add, Y + r, ldy);
-          for (size_t k = 0; k < next_rows; ++k) {
-            const uint8_t* row = row_at(next + static_cast<int64_t>(k));
-            if (next_rows == kRowsBF16) {
-              DecodeTailBF16<T>(row, n, nxt + k * kBF16Step, kRowsBF16 * kBF16Step);
-            } else {
-              DecodeRowBF16<T>(row, n, nxt + k * kBF16Step, kRowsBF16 * kBF16Step);
-            }
-          }
+          decode_rest(next, nxt);
         } else {  // the last block (nothing follows it)
           const NextRows none_next{nullptr, 0, 0, nullptr};
           const Prefetch none{nullptr, 0, 0};
