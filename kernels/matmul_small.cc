@@ -517,7 +517,7 @@ void MatmulSmallRange(const Matrix& W, const float* X, const float* Xp, int64_t 
 //  - weights (the scratch): step t, row r: 32 bf16 at (t * kRowsBF16 + r) * 32;
 //  - inputs: step t, quad q, sub-step s (8 columns), input 4q + j: 8 bf16 at
 //    (((t * Q + q) * 4 + s) * 4 + j) * 8, Q = ceil(M / 4), missing inputs zero.
-#define QKV_BF16_TARGET __attribute__((target("avx512bf16")))
+#define QKV_BF16_TARGET __attribute__((target("avx512bf16,prfchw")))
 
 constexpr size_t kRowsBF16 = 4;   // rows per block: 4 x 4 quads = 16 accumulators
 constexpr size_t kBF16Step = 32;  // columns per step
@@ -595,7 +595,8 @@ struct NextRows {
 template <DType T, size_t R, size_t Q>
 QKV_BF16_TARGET HWY_INLINE void DotTileBF16(const uint16_t* HWY_RESTRICT w, const uint16_t* HWY_RESTRICT xq,
                                             size_t steps, size_t M, const NextRows& own, const NextRows& next,
-                                            const Prefetch& pf, bool add, float* HWY_RESTRICT Y, size_t ldy) {
+                                            const Prefetch& pf, bool add, float* HWY_RESTRICT Y, size_t ldy,
+                                            float* y_ahead = nullptr) {
   // With few quads the sub-steps alternate between S sets of accumulators,
   // so that at least 12 dot products are independent (vdpbf16ps: two per
   // cycle, several cycles of latency).
@@ -607,11 +608,13 @@ QKV_BF16_TARGET HWY_INLINE void DotTileBF16(const uint16_t* HWY_RESTRICT w, cons
   // Line k of pf's `lines` per row goes out at step k * steps / lines.
   const size_t lines = pf.p != nullptr ? (pf.bytes + 63) / 64 : 0;
   const size_t own_steps = own.row != nullptr ? own.steps : 0, next_steps = next.row != nullptr ? next.steps : 0;
-  size_t line = 0;
+  size_t line = 0, ym = 0;
   for (size_t t = 0; t < steps; ++t) {
     for (; line < lines && line * steps <= t * lines; ++line) {
       for (size_t r = 0; r < kRowsBF16; ++r) __builtin_prefetch(pf.p + r * pf.stride + line * 64, 0, 3);
     }
+    // The outputs of the block after next, for writing (see MatmulRangeBF16).
+    for (; y_ahead != nullptr && ym < M && ym * steps <= t * M; ++ym) _m_prefetchw(y_ahead + ym * ldy);
     if (t < own_steps) {
       for (size_t k = 0; k < kRowsBF16; ++k) {
         DecodeStepBF16<T>(own.row + k * own.stride, t, own.out + (t * kRowsBF16 + k) * kBF16Step);
@@ -672,15 +675,33 @@ static_assert(kMatmulSmallMaxM <= kMaxInputs * kQuad, "every quad count has a ti
 // L1. Wider rows go in passes of near-equal whole steps, each adding to Y.
 constexpr size_t kPassColsBF16 = 768;
 
+// Steps per pass (the last pass may have fewer).
+inline size_t PassStepsBF16(size_t cols) {
+  const size_t passes = (cols + kPassColsBF16 - 1) / kPassColsBF16;
+  return (StepsBF16(cols) + passes - 1) / passes;
+}
+
 // Y for rows [r0, r1) and all M inputs, from xq (the inputs, laid out above).
 // scratch holds two blocks of decoded rows: the tile of one block decodes the
-// next block into the other.
-template <DType T>
+// next block into the other. follow(k) says where block k (0 or 1) of what the
+// thread computes after this range starts (a Prefetch of its first pass; p null
+// if nothing follows or that block is partial): the range's last two tiles
+// prefetch it, as every tile prefetches the block after next, so the next
+// range (or pass) does not start by waiting for DRAM.
+//
+// Each tile also asks for the output lines of the block after next in the
+// exclusive state (prefetchw): a tile's masked stores go to M lines, which
+// the other thread has usually just read (every thread reads all of Y as the
+// next call's input), and waiting for that ownership at the stores cost up
+// to a sixth of the 2-thread GEMM with the weights in cache
+// (bench_linear matmul_small/f16/1536x576/16/2: 50 us with the stores
+// removed, 61 with them, 57 with prefetchw).
+template <DType T, class Follow>
 QKV_BF16_TARGET void MatmulRangeBF16(const Matrix& W, const uint16_t* HWY_RESTRICT xq, size_t M,
-                                     uint16_t* HWY_RESTRICT scratch, float* Y, int64_t r0, int64_t r1) {
+                                     uint16_t* HWY_RESTRICT scratch, float* Y, int64_t r0, int64_t r1,
+                                     const Follow& follow) {
   const size_t cols = static_cast<size_t>(W.cols), steps = StepsBF16(cols);
-  const size_t passes = (cols + kPassColsBF16 - 1) / kPassColsBF16;
-  const size_t pass_steps = (steps + passes - 1) / passes;
+  const size_t pass_steps = PassStepsBF16(cols);
   const size_t row_bytes = dtype_row_bytes(T, cols), ldy = static_cast<size_t>(W.rows);
   const auto rows_at = [&](int64_t r) {
     return static_cast<size_t>(std::min<int64_t>(kRowsBF16, std::max<int64_t>(0, r1 - r)));
@@ -695,6 +716,17 @@ QKV_BF16_TARGET void MatmulRangeBF16(const Matrix& W, const uint16_t* HWY_RESTRI
       const uint16_t* xp = xq + t0 * Q * kQuadStep;
       const auto row_at = [&](int64_t r) { return base + r * static_cast<int64_t>(row_bytes); };
       const bool add = c0 > 0;
+      // Block k of what follows this pass: the next pass's first blocks, or
+      // after the last pass, the caller's follow(k).
+      const size_t next_c0 = c0 + n;
+      const auto follow_block = [&](size_t k) -> Prefetch {
+        if (next_c0 >= cols) return follow(k);
+        const int64_t r = r0 + static_cast<int64_t>(k * kRowsBF16);
+        if (rows_at(r) != kRowsBF16) return Prefetch{nullptr, 0, 0};
+        const size_t next_n = std::min(cols - next_c0, pass_steps * kBF16Step);
+        return Prefetch{static_cast<const uint8_t*>(W.data) + dtype_row_bytes(T, next_c0) + r * static_cast<int64_t>(row_bytes),
+                        row_bytes, dtype_row_bytes(T, next_n)};
+      };
       uint16_t* cur = scratch;
       uint16_t* nxt = scratch + nsteps * kRowsBF16 * kBF16Step;
       // Nothing has fetched the range's first two blocks: their loads go out
@@ -728,9 +760,12 @@ QKV_BF16_TARGET void MatmulRangeBF16(const Matrix& W, const uint16_t* HWY_RESTRI
           // The tile decodes the next block if it is whole (else it is
           // decoded here after the tile), and prefetches the one after it.
           const NextRows nr{next_rows == kRowsBF16 ? row_at(next) : nullptr, row_bytes, full, nxt};
-          const Prefetch pf{rows_at(after) == kRowsBF16 ? row_at(after) : nullptr, row_bytes, bytes};
+          const Prefetch pf = rows_at(after) == kRowsBF16 ? Prefetch{row_at(after), row_bytes, bytes}
+                              : after >= r1 ? follow_block(static_cast<size_t>(after - r1) / kRowsBF16)
+                                            : Prefetch{nullptr, 0, 0};
           const NextRows own{own_first && r == r0 ? row_at(r) : nullptr, row_bytes, full, cur};
-          DotTileBF16<T, kRowsBF16, Q>(cur, xp, nsteps, M, own, nr, pf, add, Y + r, ldy);
+          DotTileBF16<T, kRowsBF16, Q>(cur, xp, nsteps, M, own, nr, pf, add, Y + r, ldy,
+                                       after < r1 ? Y + after : nullptr);
           decode_rest(next, nxt);
         } else {  // the last block (nothing follows it)
           const NextRows none_next{nullptr, 0, 0, nullptr};
@@ -783,23 +818,69 @@ QKV_BF16_TARGET void MatmulSmallBF16(const Matrix* Ws, float* const* Ys, int cou
           i < cols ? f32_to_bf16(x[i]) : uint16_t{0};
     }
   }
-  int64_t b0, b1;
-  while (queue->take(&b0, &b1)) {
+  // The thread's work is a sequence of segments (rows [r0, r1) of matrix i):
+  // the pieces of each range it takes from the queue. The next range is taken
+  // only when the current one's last tiles ask what follows it (so the queue
+  // still balances the threads at the end), to prefetch its first blocks.
+  struct Segment {
+    int i;
+    int64_t r0, r1;
+  };
+  const auto split = [&](int64_t b0, int64_t b1, Segment* out) {
+    int n = 0;
     int64_t first = 0;  // global index of matrix i's first block
     for (int i = 0; i < count && first < b1; ++i) {
-      const Matrix& W = Ws[i];
-      const int64_t nb = (W.rows + block - 1) / block;
+      const int64_t nb = (Ws[i].rows + block - 1) / block;
       const int64_t lo = std::max(b0, first), hi = std::min(b1, first + nb);
-      if (lo < hi) {
-        const int64_t r0 = (lo - first) * block, r1 = std::min(W.rows, (hi - first) * block);
-        switch (W.type) {
-          case DType::F32: break;  // F32 weights keep the f32 path (see matmul_small_precision)
-          case DType::F16: MatmulRangeBF16<DType::F16>(W, xq.get(), m, scratch.get(), Ys[i], r0, r1); break;
-          case DType::BF16: MatmulRangeBF16<DType::BF16>(W, xq.get(), m, scratch.get(), Ys[i], r0, r1); break;
-          case DType::Q8_0: MatmulRangeBF16<DType::Q8_0>(W, xq.get(), m, scratch.get(), Ys[i], r0, r1); break;
-        }
-      }
+      if (lo < hi) out[n++] = Segment{i, (lo - first) * block, std::min(Ws[i].rows, (hi - first) * block)};
       first += nb;
+    }
+    return n;
+  };
+  // A range has at most one segment per matrix.
+  std::vector<Segment> cur(static_cast<size_t>(count)), next(static_cast<size_t>(count));
+  int ncur = 0, nnext = 0, at = 0;
+  bool taken = false;  // whether `next` holds the next range (nnext == 0: the queue is empty)
+  const auto take_next = [&] {
+    if (taken) return;
+    int64_t b0, b1;
+    nnext = queue->take(&b0, &b1) ? split(b0, b1, next.data()) : 0;
+    taken = true;
+  };
+  for (;;) {
+    if (at == ncur) {
+      take_next();
+      if (nnext == 0) break;
+      std::copy(next.begin(), next.begin() + nnext, cur.begin());
+      ncur = nnext;
+      at = 0;
+      taken = false;
+    }
+    const Segment seg = cur[at++];
+    // Block k of the segment after this one, for its first pass.
+    const auto follow = [&](size_t k) -> Prefetch {
+      const Segment* f = nullptr;
+      if (at < ncur) {
+        f = &cur[at];
+      } else {
+        take_next();
+        if (nnext > 0) f = &next[0];
+      }
+      const int64_t r = f != nullptr ? f->r0 + static_cast<int64_t>(k * kRowsBF16) : 0;
+      if (f == nullptr || r + static_cast<int64_t>(kRowsBF16) > f->r1) return Prefetch{nullptr, 0, 0};
+      const Matrix& W = Ws[f->i];
+      const size_t first_n = std::min(cols, PassStepsBF16(cols) * kBF16Step);
+      const size_t row_bytes = dtype_row_bytes(W.type, cols);
+      return Prefetch{static_cast<const uint8_t*>(W.data) + r * static_cast<int64_t>(row_bytes), row_bytes,
+                      dtype_row_bytes(W.type, first_n)};
+    };
+    const Matrix& W = Ws[seg.i];
+    float* Y = Ys[seg.i];
+    switch (W.type) {
+      case DType::F32: break;  // F32 weights keep the f32 path (see matmul_small_precision)
+      case DType::F16: MatmulRangeBF16<DType::F16>(W, xq.get(), m, scratch.get(), Y, seg.r0, seg.r1, follow); break;
+      case DType::BF16: MatmulRangeBF16<DType::BF16>(W, xq.get(), m, scratch.get(), Y, seg.r0, seg.r1, follow); break;
+      case DType::Q8_0: MatmulRangeBF16<DType::Q8_0>(W, xq.get(), m, scratch.get(), Y, seg.r0, seg.r1, follow); break;
     }
   }
 }
