@@ -837,8 +837,13 @@ QKV_BF16_TARGET void MatmulSmallBF16(const Matrix* Ws, float* const* Ys, int cou
     }
     return n;
   };
-  // A range has at most one segment per matrix.
-  std::vector<Segment> cur(static_cast<size_t>(count)), next(static_cast<size_t>(count));
+  // A range has at most one segment per matrix. (Kept per thread, like the
+  // buffers above: no allocation per call once they are large enough.)
+  static thread_local std::vector<Segment> cur, next;
+  if (cur.size() < static_cast<size_t>(count)) {
+    cur.resize(static_cast<size_t>(count));
+    next.resize(static_cast<size_t>(count));
+  }
   int ncur = 0, nnext = 0, at = 0;
   bool taken = false;  // whether `next` holds the next range (nnext == 0: the queue is empty)
   const auto take_next = [&] {
