@@ -681,6 +681,16 @@ inline size_t PassStepsBF16(size_t cols) {
   return (StepsBF16(cols) + passes - 1) / passes;
 }
 
+// The block of kRowsBF16 rows at row r of W, over the pass that starts at
+// column c0, as a Prefetch; none if the block does not end by r_end.
+inline Prefetch PassBlockBF16(const Matrix& W, size_t c0, int64_t r, int64_t r_end) {
+  if (r + static_cast<int64_t>(kRowsBF16) > r_end) return Prefetch{nullptr, 0, 0};
+  const size_t cols = static_cast<size_t>(W.cols), row_bytes = dtype_row_bytes(W.type, cols);
+  const size_t n = std::min(cols - c0, PassStepsBF16(cols) * kBF16Step);
+  return Prefetch{static_cast<const uint8_t*>(W.data) + dtype_row_bytes(W.type, c0) + r * static_cast<int64_t>(row_bytes),
+                  row_bytes, dtype_row_bytes(W.type, n)};
+}
+
 // Y for rows [r0, r1) and all M inputs, from xq (the inputs, laid out above).
 // scratch holds two blocks of decoded rows: the tile of one block decodes the
 // next block into the other. follow(k) says where block k (0 or 1) of what the
@@ -721,11 +731,7 @@ QKV_BF16_TARGET void MatmulRangeBF16(const Matrix& W, const uint16_t* HWY_RESTRI
       const size_t next_c0 = c0 + n;
       const auto follow_block = [&](size_t k) -> Prefetch {
         if (next_c0 >= cols) return follow(k);
-        const int64_t r = r0 + static_cast<int64_t>(k * kRowsBF16);
-        if (rows_at(r) != kRowsBF16) return Prefetch{nullptr, 0, 0};
-        const size_t next_n = std::min(cols - next_c0, pass_steps * kBF16Step);
-        return Prefetch{static_cast<const uint8_t*>(W.data) + dtype_row_bytes(T, next_c0) + r * static_cast<int64_t>(row_bytes),
-                        row_bytes, dtype_row_bytes(T, next_n)};
+        return PassBlockBF16(W, next_c0, r0 + static_cast<int64_t>(k * kRowsBF16), r1);
       };
       uint16_t* cur = scratch;
       uint16_t* nxt = scratch + nsteps * kRowsBF16 * kBF16Step;
@@ -856,7 +862,7 @@ QKV_BF16_TARGET void MatmulSmallBF16(const Matrix* Ws, float* const* Ys, int cou
     if (at == ncur) {
       take_next();
       if (nnext == 0) break;
-      std::copy(next.begin(), next.begin() + nnext, cur.begin());
+      std::swap(cur, next);
       ncur = nnext;
       at = 0;
       taken = false;
@@ -871,13 +877,8 @@ QKV_BF16_TARGET void MatmulSmallBF16(const Matrix* Ws, float* const* Ys, int cou
         take_next();
         if (nnext > 0) f = &next[0];
       }
-      const int64_t r = f != nullptr ? f->r0 + static_cast<int64_t>(k * kRowsBF16) : 0;
-      if (f == nullptr || r + static_cast<int64_t>(kRowsBF16) > f->r1) return Prefetch{nullptr, 0, 0};
-      const Matrix& W = Ws[f->i];
-      const size_t first_n = std::min(cols, PassStepsBF16(cols) * kBF16Step);
-      const size_t row_bytes = dtype_row_bytes(W.type, cols);
-      return Prefetch{static_cast<const uint8_t*>(W.data) + r * static_cast<int64_t>(row_bytes), row_bytes,
-                      dtype_row_bytes(W.type, first_n)};
+      if (f == nullptr) return Prefetch{nullptr, 0, 0};
+      return PassBlockBF16(Ws[f->i], 0, f->r0 + static_cast<int64_t>(k * kRowsBF16), f->r1);
     };
     const Matrix& W = Ws[seg.i];
     float* Y = Ys[seg.i];
