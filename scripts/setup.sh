@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Installs the Debian 12 packages qkv builds with. Idempotent: installs only what is missing.
 set -euo pipefail
-packages=(cmake g++ make pkg-config libhwy-dev libdnnl-dev doctest-dev libbenchmark-dev)
+# ocl-icd-opencl-dev: Debian's oneDNN is built with an OpenCL GPU runtime, so its CMake
+# config calls find_package(OpenCL REQUIRED); libdnnl-dev only recommends the package.
+packages=(cmake g++ make pkg-config libhwy-dev libdnnl-dev ocl-icd-opencl-dev doctest-dev libbenchmark-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

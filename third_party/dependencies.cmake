@@ -14,6 +14,11 @@ qkv_require(hwy_FOUND "Highway (hwy::hwy)" libhwy-dev)
 find_package(OpenMP QUIET COMPONENTS CXX)
 qkv_require(OpenMP_CXX_FOUND "OpenMP (OpenMP::OpenMP_CXX)" "g++ (libgomp)")
 
+# Debian's oneDNN config requires OpenCL (its GPU runtime) and stops configuring
+# with CMake's own message when it is missing; check first to name the package.
+find_package(OpenCL QUIET)
+qkv_require(OpenCL_FOUND "the OpenCL headers and loader that oneDNN's CMake config requires"
+            ocl-icd-opencl-dev)
 find_package(dnnl CONFIG QUIET)
 qkv_require(dnnl_FOUND "oneDNN (DNNL::dnnl)" libdnnl-dev)
 
