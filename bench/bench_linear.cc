@@ -145,7 +145,8 @@ void BM_matvec(benchmark::State& state, DType t, int64_t rows, int64_t cols, boo
   detail::set_matvec_prefetch_bytes(t, saved_prefetch);
 }
 
-// Flop rate of Y = X·Wᵀ for M inputs; `mode` 0 = matmul(), 1/2 = oneDNN in f32/bf16.
+// Flop rate of Y = X·Wᵀ for M inputs; `mode` 0 = matmul(), 1/2 = oneDNN in f32/bf16,
+// 3 = matmul() with the small-batch kernel kept off AMX tiles.
 // With `stream`, calls cycle through copies of W (>= kStreamBytes in all), so
 // the weights come from DRAM as in a model's decode step; otherwise one copy
 // (which for these shapes stays in the 32 MB L3 between calls).
@@ -155,15 +156,18 @@ void BM_matmul(benchmark::State& state, DType t, int64_t rows, int64_t cols, int
   const Weights w = make_weights(t, rows, cols, stream ? kStreamBytes : 0);
   const auto X = random_vec(size_t(M * cols));
   std::vector<float> Y(size_t(M * rows));
+  // mode 3: the small-batch kernel without AMX tiles (its AVX512_BF16 kernel).
+  detail::set_matmul_small_amx(mode != 3);
   size_t i = 0;
   for (auto _ : state) {
     const Matrix m = w.matrix(i++);
-    if (mode == 0) matmul(m, X.data(), M, Y.data());
+    if (mode == 0 || mode == 3) matmul(m, X.data(), M, Y.data());
     else detail::matmul_onednn(m, X.data(), M, Y.data(),
                                mode == 1 ? detail::GemmPrecision::kF32 : detail::GemmPrecision::kBF16);
     benchmark::DoNotOptimize(Y.data());
     benchmark::ClobberMemory();
   }
+  detail::set_matmul_small_amx(true);
   state.counters["FLOP/s"] = benchmark::Counter(2.0 * M * rows * cols * state.iterations(),
                                                 benchmark::Counter::kIsRate, benchmark::Counter::kIs1000);
   state.counters["peak_rss_MB"] = peak_rss_mb();
@@ -232,6 +236,13 @@ int register_all() {
         for (int64_t M : {2, 4, 8, 16}) b->Args({M, 2});
         b->Args({16, 1});  // how the batched decode's main cost scales with threads
         b->UseRealTime();
+        if (t != DType::F32 && detail::matmul_small_uses_amx()) {
+          // On AMX CPUs, the same calls on the AVX512_BF16 kernel, to compare.
+          benchmark::RegisterBenchmark(((stream ? "matmul_small_stream_noamx/" : "matmul_small_noamx/") +
+                                        std::string(dtype_name(t)) + "/" + shape).c_str(),
+                                       BM_matmul, t, s.rows, s.cols, 3, stream)
+              ->Args({16, 2})->Args({16, 1})->UseRealTime();
+        }
       }
     }
     for (const auto& s : {kMatvecShapes[3], kMatvecShapes[4]}) {

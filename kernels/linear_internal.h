@@ -49,6 +49,12 @@ GemmPrecision matmul_small_precision(DType t);
 // false: always kF32 (tests and benchmarks compare both). Not thread-safe:
 // set before any concurrent use.
 void set_matmul_small_bf16(bool allowed);
+// Whether the kBF16 precision runs on AMX tiles (CPUs with AMX-BF16 whose
+// kernel grants the tile state; same precision, other summation order), and
+// false: the AVX512_BF16 kernel even there (tests and benchmarks compare
+// both). Not thread-safe: set before any concurrent use.
+bool matmul_small_uses_amx();
+void set_matmul_small_amx(bool allowed);
 
 // Y = X·Wᵀ through oneDNN (M > 0, W checked by the caller, not inside a parallel region).
 void matmul_onednn(const Matrix& W, const float* X, int64_t M, float* Y);

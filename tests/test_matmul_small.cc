@@ -17,7 +17,9 @@
 // (2^-8 + 2^-18) of its value: 2^-8 + 2^-17 * sum|w x| more, as for the oneDNN
 // bf16 GEMM in tests/test_linear.cc. A wrong weight, scale, row, input or
 // chunk shows as an error of order |w x| itself, far outside either bound.
-// Each test runs the f32 path, and the bf16 path where the CPU has one.
+// The AMX path (AMX-BF16 CPUs) rounds the same way and sums in another order,
+// within the same bound. Each test runs the f32 path, and each bf16 kernel
+// the CPU has.
 #include <doctest/doctest.h>
 #include <omp.h>
 
@@ -36,19 +38,26 @@ using namespace qkv::testing;
 
 namespace {
 
-// Runs f once per precision matmul_small has here (f32; bf16 on AVX512_BF16
-// CPUs), with the extra relative tolerance of that precision for dtype t.
+// Runs f once per kernel matmul_small has here (f32; bf16 on AVX512_BF16
+// CPUs; bf16 on AMX tiles where the CPU has AMX-BF16), with the extra
+// relative tolerance of that precision for dtype t.
 template <class F>
 void for_each_precision(DType t, const F& f) {
-  for (bool bf16 : {false, true}) {
-    detail::set_matmul_small_bf16(bf16);
-    const bool used = detail::matmul_small_precision(t) == detail::GemmPrecision::kBF16;
-    if (bf16 == used) {
-      CAPTURE(bf16);
-      f(bf16 ? 0x1p-8 + 0x1p-17 : 0.0);
+  struct Kernel {
+    bool bf16, amx;
+  };
+  for (const Kernel k : {Kernel{false, false}, Kernel{true, false}, Kernel{true, true}}) {
+    detail::set_matmul_small_bf16(k.bf16);
+    detail::set_matmul_small_amx(k.amx);
+    const bool bf16 = detail::matmul_small_precision(t) == detail::GemmPrecision::kBF16;
+    if (bf16 == k.bf16 && (!bf16 || detail::matmul_small_uses_amx() == k.amx)) {
+      CAPTURE(k.bf16);
+      CAPTURE(k.amx);
+      f(k.bf16 ? 0x1p-8 + 0x1p-17 : 0.0);
     }
   }
   detail::set_matmul_small_bf16(true);
+  detail::set_matmul_small_amx(true);
 }
 
 }  // namespace
