@@ -84,20 +84,29 @@ void BM_decode(benchmark::State& state) {
   for (int64_t s = 0; s < n_seqs; ++s) seqs[static_cast<size_t>(s)] = s;
   std::vector<float> q(static_cast<size_t>(n_seqs * kHq * kD)), out(q.size());
   fill(&q, 99);
-  const auto t0 = std::chrono::steady_clock::now();
-  for (auto _ : state) {
-    cache->attend_decode(0, seqs.data(), lens.data(), n_seqs, kHq, q.data(), out.data());
-    benchmark::DoNotOptimize(out.data());
-    benchmark::ClobberMemory();
-  }
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const bool cold = state.range(4) != 0;
   const double bytes_per_step = 2.0 * kHkv * static_cast<double>(depth) * cache->row_bytes() * n_seqs;
-  const double iters = static_cast<double>(state.iterations());
-  state.counters["bytes/s"] = benchmark::Counter(bytes_per_step * iters, benchmark::Counter::kIsRate,
-                                                 benchmark::Counter::kIs1000);
   // Capacity == depth, so each of K and V is one contiguous run over all sequences.
   const uint64_t half = static_cast<uint64_t>(bytes_per_step / 2.0);
   const qkv::ProbeRegion kv[2] = {{cache->keys(0).data, half}, {cache->values(0).data, half}};
+  double seconds = 0.0;
+  for (auto _ : state) {
+    if (cold) {
+      // Every step reads K/V from DRAM, even where the last-level cache
+      // could hold the whole cache (the flush is not timed).
+      state.PauseTiming();
+      qkv::flush_regions(kv, 2, threads);
+      state.ResumeTiming();
+    }
+    const auto t0 = std::chrono::steady_clock::now();
+    cache->attend_decode(0, seqs.data(), lens.data(), n_seqs, kHq, q.data(), out.data());
+    seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    benchmark::DoNotOptimize(out.data());
+    benchmark::ClobberMemory();
+  }
+  const double iters = static_cast<double>(state.iterations());
+  state.counters["bytes/s"] = benchmark::Counter(bytes_per_step * iters, benchmark::Counter::kIsRate,
+                                                 benchmark::Counter::kIs1000);
   const double read = qkv::probe_read_regions(kv, 2, threads, 3, /*cold=*/true);
   state.counters["read_bytes/s"] = read;
   state.counters["pct_read"] = bytes_per_step * iters / seconds / read * 100.0;
@@ -108,13 +117,16 @@ void BM_decode(benchmark::State& state) {
 }
 
 void DecodeArgs(benchmark::internal::Benchmark* b) {
-  b->ArgNames({"type", "depth", "threads", "seqs"});
+  b->ArgNames({"type", "depth", "threads", "seqs", "cold"});
   for (DType t : kTypes)
     for (int64_t depth : {512, 4096, 32768})
-      for (int64_t threads : {1, 2}) b->Args({static_cast<int64_t>(t), depth, threads, 1});
+      for (int64_t threads : {1, 2}) b->Args({static_cast<int64_t>(t), depth, threads, 1, 0});
   // Batched decode: 8 sequences of depth 4096 stepping together.
   for (DType t : kTypes)
-    for (int64_t threads : {1, 2}) b->Args({static_cast<int64_t>(t), 4096, threads, 8});
+    for (int64_t threads : {1, 2}) b->Args({static_cast<int64_t>(t), 4096, threads, 8, 0});
+  // Cold: K/V flushed from the caches before each step (a 480 MiB L3, as on
+  // some Xeons, holds a 64 MiB cache between steps).
+  for (DType t : kTypes) b->Args({static_cast<int64_t>(t), 32768, 2, 1, 1});
 }
 // Besides the median, "best" aggregates keep the fastest repetition's time and
 // the highest rates: on a shared machine they estimate the uncontended figure

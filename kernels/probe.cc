@@ -145,6 +145,20 @@ double probe_read_bandwidth(const void* data, uint64_t bytes, int threads, int p
   return probe_read_regions(&region, 1, threads, passes);
 }
 
+void flush_regions(const ProbeRegion* regions, size_t count, int threads) {
+  QKV_CHECK(threads >= 1 && threads <= 4096, "probe: thread count must be 1..4096, not ", threads);
+  for (size_t k = 0; k < count; ++k) {
+    QKV_CHECK(regions[k].data != nullptr || regions[k].bytes == 0, "probe: region ", k, " has no data");
+  }
+#pragma omp parallel for num_threads(threads) schedule(static)
+  for (size_t k = 0; k < count; ++k) {
+    const uint8_t* p = static_cast<const uint8_t*>(regions[k].data);
+    for (uint64_t off = 0; off < regions[k].bytes; off += 64) hwy::FlushCacheline(p + off);
+    if (regions[k].bytes != 0) hwy::FlushCacheline(p + regions[k].bytes - 1);  // the last, partial line
+  }
+  hwy::FlushStream();  // a fence: the flushes complete before what follows (clflush is ordered by it)
+}
+
 double probe_read_regions(const ProbeRegion* regions, size_t count, int threads, int passes, bool cold) {
   QKV_CHECK(regions != nullptr || count == 0, "probe: no regions given");
   QKV_CHECK(threads >= 1 && threads <= 4096, "probe: thread count must be 1..4096, not ", threads);
@@ -167,13 +181,7 @@ double probe_read_regions(const ProbeRegion* regions, size_t count, int threads,
   if (bytes == 0) return 0.0;
   double best = 0.0;
   for (int p = 0; p < passes; ++p) {
-    if (cold) {
-#pragma omp parallel for num_threads(threads) schedule(static)
-      for (size_t k = 0; k < lines.size(); ++k) {
-        for (uint64_t i = 0; i < lines[k].n; i += 16) hwy::FlushCacheline(lines[k].base + i);
-      }
-      hwy::FlushStream();  // a fence: the flushes complete before the timer starts (clflush is ordered by it)
-    }
+    if (cold) flush_regions(regions, count, threads);
     uint32_t sum = 0;
     const auto t0 = Clock::now();
 #pragma omp parallel num_threads(threads) reduction(+ : sum)

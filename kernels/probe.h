@@ -63,6 +63,11 @@ struct ProbeRegion {
 // over a 64 MiB KV cache with a read of that same cache this way).
 double probe_read_regions(const ProbeRegion* regions, size_t count, int threads, int passes, bool cold = false);
 
+// Flushes every line of the regions from all cache levels (clflush, `threads`
+// threads), so that what reads them next reads DRAM: the decode benchmarks'
+// cold variants, on machines whose last-level cache holds a whole KV cache.
+void flush_regions(const ProbeRegion* regions, size_t count, int threads);
+
 // FLOP/s of `threads` threads each running independent FMA chains for about
 // `seconds`, best of 3 runs.
 double probe_fma_peak(int threads, double seconds);

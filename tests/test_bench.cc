@@ -496,6 +496,12 @@ TEST_CASE("probe functions: results and argument checks") {
   CHECK_THROWS_AS(qkv::probe_read_regions(missing, 1, 1, 1), qkv::Error);
   CHECK_THROWS_AS(qkv::probe_read_regions(regions, 1, 0, 1), qkv::Error);
   CHECK_THROWS_AS(qkv::probe_read_regions(regions, 1, 1, 0), qkv::Error);
+  // flush_regions (the decode benchmarks' cold rows): any start and size, the
+  // bytes unchanged; a region with bytes but no data, or no threads, refused.
+  qkv::flush_regions(regions, 3, 2);
+  CHECK(std::all_of(buf.begin(), buf.end(), [](float x) { return x == 1.0f; }));
+  CHECK_THROWS_AS(qkv::flush_regions(missing, 1, 1), qkv::Error);
+  CHECK_THROWS_AS(qkv::flush_regions(regions, 1, 0), qkv::Error);
   qkv::ProbeOptions o;
   o.buffer_bytes = 1000;  // below 1 MiB
   CHECK_THROWS_AS(qkv::probe_machine(o), qkv::Error);
