@@ -992,8 +992,8 @@ QKV_AMX_TARGET void LayOutInputsAMX(const float* X, size_t M, size_t cols, uint3
 
 // How far ahead of its decoding the AMX path prefetches a range's weights
 // (into L2), in bytes of the range's one contiguous stream. 4 KiB measured
-// best on an Intel Xeon with AMX (2 threads: 1-2 KiB and 8-32 KiB slower,
-// and prefetches into L1 slower; bench_linear matmul_small_stream).
+// best on an Intel Xeon with AMX (2 threads: 1-2 KiB, 8-32 KiB and
+// prefetches into L1 no faster; bench_linear matmul_small_stream).
 constexpr size_t kPrefetchAMX = 4096;
 
 // Row k of the block at row r of W (R <= kRowsAMX rows) as bf16 into
@@ -1056,7 +1056,7 @@ QKV_AMX_TARGET HWY_INLINE void StoreTilesAMX(float* Y, size_t ldy, size_t R, siz
 // decoded into the other half of scratch, a block row at a time with the
 // block's product steps spread between the rows. (Decoding a whole block and
 // then running its products left the weight stream idle during the products:
-// 1.2x slower in a scratch harness that streams from DRAM on 2 threads.)
+// 1.14x slower, bench_linear matmul_small_stream/f16/1536x576/16/2.)
 template <DType T>
 QKV_AMX_TARGET void MatmulRangeAMX(const Matrix& W, const uint32_t* HWY_RESTRICT xb, size_t M,
                                    uint16_t* HWY_RESTRICT scratch, size_t stride, float* Y, int64_t r0, int64_t r1) {
