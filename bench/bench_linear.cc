@@ -241,7 +241,7 @@ int register_all() {
           benchmark::RegisterBenchmark(((stream ? "matmul_small_stream_noamx/" : "matmul_small_noamx/") +
                                         std::string(dtype_name(t)) + "/" + shape).c_str(),
                                        BM_matmul, t, s.rows, s.cols, 3, stream)
-              ->Args({16, 2})->Args({16, 1})->UseRealTime();
+              ->Args({2, 2})->Args({4, 2})->Args({8, 2})->Args({16, 2})->Args({16, 1})->UseRealTime();
         }
       }
     }
