@@ -1247,7 +1247,7 @@ void matmul_small_multi(const Matrix* Ws, float* const* Ys, int count, const flo
   // queue at least kMinChunkBytes of weights at a time, on AMX tiles where
   // the CPU has them.
   const bool amx = matmul_small_uses_amx();
-  const int64_t block = amx ? 16 : HWY_DYNAMIC_DISPATCH(MatmulSmallRowsBF16)();
+  const int64_t block = amx ? 16 /* kRowsAMX: an A tile's rows */ : HWY_DYNAMIC_DISPATCH(MatmulSmallRowsBF16)();
   const size_t cols = static_cast<size_t>(Ws[0].cols);
   int64_t blocks = 0;
   size_t bytes = 0;
