@@ -37,4 +37,9 @@ void matmul_multi(const Matrix* Ws, float* const* Ys, int count, const float* X,
 // The scalar reference (fp64 accumulation, rows decoded with decode_row()).
 void matmul_reference(const Matrix& W, const float* X, int64_t M, float* Y);
 
+// Which kernel matmul() runs for 2..16 inputs (batched decode) on weights of
+// type t here: "AMX bf16 tiles", "AVX512_BF16 dot products" or "f32 FMA"
+// (`qkv info --cpu` prints it; the bf16 kernels round weights and inputs to bf16).
+const char* matmul_small_kernel_name(DType t);
+
 }  // namespace qkv

@@ -1283,5 +1283,14 @@ GemmPrecision matmul_small_precision(DType t) {
 void set_matmul_small_bf16(bool allowed) { g_small_bf16_allowed = allowed; }
 
 }  // namespace detail
+
+const char* matmul_small_kernel_name(DType t) {
+  if (detail::matmul_small_precision(t) == detail::GemmPrecision::kF32) return "f32 FMA";
+  return detail::matmul_small_uses_amx() ? "AMX bf16 tiles" : "AVX512_BF16 dot products";
+}
+
+namespace detail {
+
+}  // namespace detail
 }  // namespace qkv
 #endif  // HWY_ONCE

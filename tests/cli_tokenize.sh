@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# qkv tokenize / detokenize / info against known ids and values.
+# qkv tokenize / detokenize / info (and info --cpu) against known ids and values.
 # Usage: cli_tokenize.sh QKV SHARED_DIR. Skips (exit 0, with a message) without the shared models.
 set -u
 qkv=$1
@@ -56,6 +56,14 @@ for line in "dim:             64" "layers:          5" "heads:           8 query
     failures=$((failures + 1))
   fi
 done
+
+# info --cpu: the SIMD target and the batched-decode GEMM kernel it selects.
+cpu=$("$qkv" info --cpu)
+if [[ "$cpu" != *"simd target: "* ||
+      ! "$cpu" =~ "F16/BF16/Q8_0 weights: "("AMX bf16 tiles"|"AVX512_BF16 dot products"|"f32 FMA")"; F32 weights: f32 FMA" ]]; then
+  echo "FAIL: qkv info --cpu: $cpu"
+  failures=$((failures + 1))
+fi
 
 expect_error "llama2.c model without -z" "name its tokenizer.bin with -z" "$qkv" tokenize -m "$models/stories260K.bin" hi
 expect_error "id out of range" "31999" "$qkv" detokenize -m "$vocab" 32000

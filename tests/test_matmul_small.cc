@@ -26,6 +26,7 @@
 #include <cmath>
 #include <cstdint>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "kernels/dtype.h"
@@ -141,6 +142,27 @@ TEST_CASE("matmul_small reads no weight row outside the matrix") {
         check_result(w, X, 3, Y, extra);
       });
     }
+  }
+}
+
+TEST_CASE("matmul_small_kernel_name names the kernel each weight type runs on") {
+  CHECK(std::string(matmul_small_kernel_name(DType::F32)) == "f32 FMA");
+  for (DType t : {DType::F16, DType::BF16, DType::Q8_0}) {
+    CAPTURE(dtype_name(t));
+    const std::string name = matmul_small_kernel_name(t);
+    if (detail::matmul_small_precision(t) == detail::GemmPrecision::kF32) {
+      CHECK(name == "f32 FMA");
+    } else {
+      CHECK(name == (detail::matmul_small_uses_amx() ? "AMX bf16 tiles" : "AVX512_BF16 dot products"));
+    }
+    detail::set_matmul_small_amx(false);
+    if (detail::matmul_small_precision(t) == detail::GemmPrecision::kBF16) {
+      CHECK(std::string(matmul_small_kernel_name(t)) == "AVX512_BF16 dot products");
+    }
+    detail::set_matmul_small_amx(true);
+    detail::set_matmul_small_bf16(false);
+    CHECK(std::string(matmul_small_kernel_name(t)) == "f32 FMA");
+    detail::set_matmul_small_bf16(true);
   }
 }
 

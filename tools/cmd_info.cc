@@ -1,5 +1,6 @@
 // qkv info MODEL: what a model file holds (format, shape, tensor types,
-// parameters, KV-cache cost per token); qkv info --cpu: this machine's SIMD targets.
+// parameters, KV-cache cost per token); qkv info --cpu: this machine's SIMD targets
+// and the batched-decode GEMM kernel they select.
 #include <cstdio>
 #include <cstring>
 #include <map>
@@ -8,6 +9,7 @@
 
 #include "kernels/dtype.h"
 #include "kernels/error.h"
+#include "kernels/linear.h"
 #include "kernels/simd_target.h"
 #include "runtime/gguf.h"
 #include "runtime/model_loader.h"
@@ -20,6 +22,8 @@ namespace {
 int print_cpu() {
   std::printf("simd target: %s\ncompiled targets (supported here): %s\n", simd_target_name(),
               simd_compiled_targets().c_str());
+  std::printf("batched-decode GEMM (2-16 sequences): F16/BF16/Q8_0 weights: %s; F32 weights: %s\n",
+              matmul_small_kernel_name(DType::F16), matmul_small_kernel_name(DType::F32));
   return 0;
 }
 
