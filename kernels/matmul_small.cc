@@ -89,6 +89,27 @@ inline void PackX(const float* X, size_t M, size_t cols, float* Xp) {
   }
 }
 
+// Rows [r0, r1) of matrix i: one matrix's piece of a range of row blocks.
+struct Segment {
+  int i;
+  int64_t r0, r1;
+};
+
+// The segments of blocks [b0, b1) of a queue that numbers the `count`
+// matrices' blocks of `block` rows one after the other (at most one segment
+// per matrix) into out; returns how many.
+inline int SplitRange(const Matrix* Ws, int count, int64_t block, int64_t b0, int64_t b1, Segment* out) {
+  int n = 0;
+  int64_t first = 0;  // global index of matrix i's first block
+  for (int i = 0; i < count && first < b1; ++i) {
+    const int64_t nb = (Ws[i].rows + block - 1) / block;
+    const int64_t lo = std::max(b0, first), hi = std::min(b1, first + nb);
+    if (lo < hi) out[n++] = Segment{i, (lo - first) * block, std::min(Ws[i].rows, (hi - first) * block)};
+    first += nb;
+  }
+  return n;
+}
+
 }  // namespace matmul_small
 }  // namespace qkv
 #endif  // QKV_KERNELS_MATMUL_SMALL_SHARED_
@@ -831,21 +852,7 @@ QKV_BF16_TARGET void MatmulSmallBF16(const Matrix* Ws, float* const* Ys, int cou
   // the pieces of each range it takes from the queue. The next range is taken
   // only when the current one's last tiles ask what follows it (so the queue
   // still balances the threads at the end), to prefetch its first blocks.
-  struct Segment {
-    int i;
-    int64_t r0, r1;
-  };
-  const auto split = [&](int64_t b0, int64_t b1, Segment* out) {
-    int n = 0;
-    int64_t first = 0;  // global index of matrix i's first block
-    for (int i = 0; i < count && first < b1; ++i) {
-      const int64_t nb = (Ws[i].rows + block - 1) / block;
-      const int64_t lo = std::max(b0, first), hi = std::min(b1, first + nb);
-      if (lo < hi) out[n++] = Segment{i, (lo - first) * block, std::min(Ws[i].rows, (hi - first) * block)};
-      first += nb;
-    }
-    return n;
-  };
+  using matmul_small::Segment;
   // A range has at most one segment per matrix. (Kept per thread, like the
   // buffers above: no allocation per call once they are large enough.)
   static thread_local std::vector<Segment> cur, next;
@@ -858,7 +865,7 @@ QKV_BF16_TARGET void MatmulSmallBF16(const Matrix* Ws, float* const* Ys, int cou
   const auto take_next = [&] {
     if (taken) return;
     int64_t b0, b1;
-    nnext = queue->take(&b0, &b1) ? split(b0, b1, next.data()) : 0;
+    nnext = queue->take(&b0, &b1) ? matmul_small::SplitRange(Ws, count, block, b0, b1, next.data()) : 0;
     taken = true;
   };
   for (;;) {
@@ -1110,21 +1117,20 @@ QKV_AMX_TARGET void MatmulSmallAMX(const Matrix* Ws, float* const* Ys, int count
   LayOutInputsAMX(X, m, cols, xb.get());
   static const TileConfigAMX config;
   _tile_loadconfig(&config);
+  static thread_local std::vector<matmul_small::Segment> segs;  // at most one per matrix
+  if (segs.size() < static_cast<size_t>(count)) segs.resize(static_cast<size_t>(count));
   int64_t b0, b1;
   while (queue->take(&b0, &b1)) {
-    int64_t first = 0;  // global index of matrix i's first block
-    for (int i = 0; i < count && first < b1; ++i) {
-      const Matrix& W = Ws[i];
-      const int64_t nb = (W.rows + block - 1) / block;
-      const int64_t lo = std::max(b0, first), hi = std::min(b1, first + nb);
-      first += nb;
-      if (lo >= hi) continue;
-      const int64_t r0 = (lo - (first - nb)) * block, r1 = std::min(W.rows, (hi - (first - nb)) * block);
+    const int n = matmul_small::SplitRange(Ws, count, block, b0, b1, segs.data());
+    for (int k = 0; k < n; ++k) {
+      const Matrix& W = Ws[segs[k].i];
+      float* Y = Ys[segs[k].i];
+      const int64_t r0 = segs[k].r0, r1 = segs[k].r1;
       switch (W.type) {
         case DType::F32: break;  // F32 weights keep the f32 path (see matmul_small_precision)
-        case DType::F16: MatmulRangeAMX<DType::F16>(W, xb.get(), m, scratch.get(), stride, Ys[i], r0, r1); break;
-        case DType::BF16: MatmulRangeAMX<DType::BF16>(W, xb.get(), m, scratch.get(), stride, Ys[i], r0, r1); break;
-        case DType::Q8_0: MatmulRangeAMX<DType::Q8_0>(W, xb.get(), m, scratch.get(), stride, Ys[i], r0, r1); break;
+        case DType::F16: MatmulRangeAMX<DType::F16>(W, xb.get(), m, scratch.get(), stride, Y, r0, r1); break;
+        case DType::BF16: MatmulRangeAMX<DType::BF16>(W, xb.get(), m, scratch.get(), stride, Y, r0, r1); break;
+        case DType::Q8_0: MatmulRangeAMX<DType::Q8_0>(W, xb.get(), m, scratch.get(), stride, Y, r0, r1); break;
       }
     }
   }
