@@ -20,7 +20,11 @@
 //    a transpose-add tree, so a key costs a few shuffles instead of a full
 //    horizontal sum. For a Q8_0 cache on AVX3_DL the scores are integer dot
 //    products instead (ScoresQ8Vnni: q quantized per 32-block, keys along the
-//    lanes, VNNI), which is why q8_0 decode outruns f16 there.
+//    lanes, VNNI), which is why q8_0 decode outruns f16 there. When the rows
+//    divide the vector (GQA groups of 2, 4 or 8 on AVX-512) and the cache is
+//    not Q8_0, the key-group form of it runs instead (GroupItem): Q·K, softmax
+//    and P·V every few keys rather than per 64-key block, so a key's K and V
+//    rows are consumed together while the next keys' lines are on their way.
 //
 // When there are few items for the threads (decode with few KV heads), the key
 // range is split into chunks and the partial (m, l, acc) states are merged
@@ -176,6 +180,29 @@ struct Elem<DType::Q8_0> {
     return f16_to_f32(dh) * static_cast<float>(static_cast<int8_t>(blk[2 + c % kQ8BlockSize]));
   }
 };
+
+// XB vectors of a row from column x (v[i] = Elem<T>::Load at x + i*N). A Q8_0
+// run inside one 32-value block converts the block's scale once, not per vector.
+template <DType T, int XB>
+HWY_INLINE void LoadCols(DF df, const uint8_t* row, size_t x, VF* v) {
+  const size_t N = hn::Lanes(df);
+  if constexpr (T == DType::Q8_0 && XB > 1) {
+    if (x % kQ8BlockSize + XB * N <= kQ8BlockSize) {
+      const uint8_t* blk = row + (x / kQ8BlockSize) * sizeof(BlockQ8_0);
+      uint16_t dh;
+      std::memcpy(&dh, blk, 2);
+      const hn::Rebind<int8_t, DF> di8;
+      const hn::RebindToSigned<DF> di32;
+      const hn::Rebind<uint16_t, DF> du16;
+      const hn::Rebind<hwy::float16_t, DF> dh16;
+      const VF scale = hn::PromoteTo(df, hn::BitCast(dh16, hn::Set(du16, dh)));
+      const int8_t* q = reinterpret_cast<const int8_t*>(blk + 2) + x % kQ8BlockSize;
+      for (int i = 0; i < XB; ++i) v[i] = hn::Mul(hn::ConvertTo(df, hn::PromoteTo(di32, hn::LoadU(di8, q + i * N))), scale);
+      return;
+    }
+  }
+  for (int i = 0; i < XB; ++i) v[i] = Elem<T>::Load(df, row, x + i * N);
+}
 
 // Decodes n rows of d values (row stride rs bytes) into dst (row stride ld floats).
 template <DType T>
@@ -366,6 +393,23 @@ HWY_INLINE void FinishRow(const Call& c, const Item& it, int64_t r, float m, flo
 // Partial state of one item chunk for the split merge: [m rows][l rows][acc rows x d].
 HWY_INLINE float* PartialSlot(float* partials, const Plan& p, const AttentionShape& s, int64_t idx) {
   return partials + idx * p.rows * (s.d + 2);
+}
+
+// The end of a row-major item (acc [rows][d]): the output rows, or with split
+// keys the item's partial state for the merge.
+inline void FinishRows(const Call& c, const Plan& p, const Item& it, int64_t idx, int64_t rows, const float* m,
+                       const float* l, const float* acc, float* partials) {
+  const int64_t d = c.s.d;
+  if (p.nsplit == 1) {
+    for (int64_t r = 0; r < rows; ++r) FinishRow(c, it, r, m[r], l[r], [&](int64_t x) { return acc[r * d + x]; });
+    return;
+  }
+  float* slot = PartialSlot(partials, p, c.s, idx);
+  for (int64_t r = 0; r < rows; ++r) {
+    slot[r] = m[r];
+    slot[p.rows + r] = l[r];
+    std::copy(acc + r * d, acc + (r + 1) * d, slot + 2 * p.rows + r * d);
+  }
 }
 
 // Online-softmax update of one block for a vector of rows: m/l updated in place,
@@ -637,7 +681,7 @@ HWY_INLINE void RowAccumulateCols(DF df, const float* HWY_RESTRICT pr, size_t bk
   const uint8_t* vrow = vrow0;
   for (size_t j = 0; j < nk; ++j, vrow += rs) {
     VF vv[XB];
-    for (int xb = 0; xb < XB; ++xb) vv[xb] = Elem<T>::Load(df, vrow, x + xb * N);
+    LoadCols<T, XB>(df, vrow, x, vv);
     for (int r = 0; r < RB; ++r) {
       const VF pj = hn::Set(df, pr[r * bk + j]);
       for (int xb = 0; xb < XB; ++xb) a[xb][r] = hn::MulAdd(pj, vv[xb], a[xb][r]);
@@ -788,7 +832,6 @@ __attribute__((target("avx512vnni"))) void ScoresQ8Vnni(const QueryQ8& qq, int64
   const size_t d = qq.d, nb = qq.nb;
   for (size_t jg = 0; jg < nk; jg += 16) {
     const size_t ng = std::min<size_t>(16, nk - jg);
-    if (pf) pf->Keys(pf->from + static_cast<int64_t>(jg), static_cast<int64_t>(ng));
     // Lanes past the block's end repeat its last key; the caller sets their
     // scores to -inf.
     const uint8_t* row[16];
@@ -803,6 +846,12 @@ __attribute__((target("avx512vnni"))) void ScoresQ8Vnni(const QueryQ8& qq, int64
     __m512 score[RB];
     for (int r = 0; r < RB; ++r) score[r] = _mm512_setzero_ps();
     for (size_t b = 0; b < nb; ++b) {
+      // The group's prefetches spread over its 32-value blocks, a few keys'
+      // rows each: all 16 keys' at once measured ~10% slower, warm and cold.
+      if (pf) {
+        const size_t per = (ng + nb - 1) / nb, k0 = b * per;
+        if (k0 < ng) pf->Keys(pf->from + static_cast<int64_t>(jg + k0), static_cast<int64_t>(std::min(per, ng - k0)));
+      }
       const size_t bo = b * sizeof(BlockQ8_0);
       // The 16 keys' f16 block scales: 4 bytes gathered at each block start
       // (scale + 2 quant bytes, dropped by the narrowing).
@@ -968,17 +1017,222 @@ void RowItem(const Call& c, const Plan& p, const Item& it, float* scratch, float
     });
   }
 
-  if (p.nsplit == 1) {
-    for (int64_t r = 0; r < rows; ++r) FinishRow(c, it, r, m[r], l[r], [&](int64_t x) { return acc[r * d + x]; });
-  } else {
-    float* slot = PartialSlot(partials, p, c.s, idx);
-    for (int64_t r = 0; r < rows; ++r) {
-      slot[r] = m[r];
-      slot[p.rows + r] = l[r];
-      std::copy(acc + r * d, acc + (r + 1) * d, slot + 2 * p.rows + r * c.s.d);
+  FinishRows(c, p, it, idx, rows, m, l, acc, partials);
+}
+// Key-group kernel (decode): the Q·K, softmax and P·V of every few keys run
+// before the next keys are read, so each key's K and V rows are consumed
+// together, a few keys after their prefetch. RowItem instead runs a 64-key
+// block's Q·K, then its P·V in column passes: in the P·V phase no new lines are
+// requested, so from DRAM the stream idles for part of every block. This order
+// measured 15-20% faster cold at 32768 keys (f16, GQA 8, 2 threads) and no
+// slower warm (docs/benchmarks.md, twelfth session).
+//
+// A step is GS score vectors of KG = N / rows keys each. Lane i of a score
+// vector is (key i / rows, row i % rows): the transpose-add tree over the
+// KG x rows dot-product vectors yields that order directly, so the softmax
+// (running max, exp, sum) is lane-wise, each row's max spread over its key
+// lanes by rotations. The accumulators [rows][d] stay in L1 and are loaded
+// and stored once per step.
+constexpr int kGroupSteps = 2;  // score vectors per step: 2 measured faster than 1 (warm) and 4 (cold)
+
+// Whether the key-group kernel takes `rows` query rows on this target: rows
+// divides the vector, and a group's dot products (N vectors), its keys' K, q
+// and the step's first scores fit the registers, as do a step's V vectors,
+// weights and one accumulator in the P·V pass.
+constexpr bool GroupRowsOk(int64_t rows) {
+  constexpr int64_t kN = static_cast<int64_t>(hn::MaxLanes(DF()));
+  if (rows < 1 || kN % rows != 0) return false;
+  const int64_t kg = kN / rows, ks = kGroupSteps * kg;
+  return kg >= 2 && kN + kg + 2 <= kVecRegs && 2 * ks + 1 <= kVecRegs;
+}
+
+// Value vectors per P·V pass for KS keys: a power of two, KS x XC vectors plus
+// the KS weights and an accumulator in registers.
+constexpr int GroupPassVectors(int ks) {
+  int xc = 1;
+  while (xc < 8 && ks * 2 * xc + ks + 1 <= kVecRegs) xc *= 2;
+  return xc;
+}
+
+// acc[r][x .. x + XC*N) += Σ_k p[k][r] * V[k][x ..] over the KS keys of a step;
+// p[k][r] is pbuf[k * R + r] (the score vectors' lane order).
+template <DType T, int R, int KS, int XC, size_t kD>
+HWY_INLINE void GroupAccumulate(DF df, const float* HWY_RESTRICT pbuf, const uint8_t* const* vrow, size_t d_runtime,
+                                size_t x, float* HWY_RESTRICT acc) {
+  const size_t d = kD != 0 ? kD : d_runtime;
+  const size_t N = hn::Lanes(df);
+  VF vv[KS][XC];
+  for (int k = 0; k < KS; ++k)
+    for (int xc = 0; xc < XC; ++xc) vv[k][xc] = Elem<T>::Load(df, vrow[k], x + xc * N);
+  for (int r = 0; r < R; ++r) {
+    VF pb[KS];
+    for (int k = 0; k < KS; ++k) pb[k] = hn::Set(df, pbuf[k * R + r]);
+    for (int xc = 0; xc < XC; ++xc) {
+      float* a = acc + r * d + x + xc * N;
+      VF av = hn::Load(df, a);
+      for (int k = 0; k < KS; ++k) av = hn::MulAdd(pb[k], vv[k][xc], av);
+      hn::Store(av, df, a);
     }
   }
 }
+
+template <DType T, int R, size_t kD>
+void GroupItem(const Call& c, const Plan& p, const Item& it, float* scratch, float* partials, int64_t idx) {
+  const DF df;
+  constexpr int kN = static_cast<int>(hn::MaxLanes(DF()));
+  constexpr int KG = kN / R;                // keys per score vector
+  constexpr int GS = kGroupSteps;
+  constexpr int KS = KG * GS;                  // keys per step: one softmax update, one P·V
+  constexpr int XC = GroupPassVectors(KS);     // value vectors per P·V pass
+  const size_t N = hn::Lanes(df);
+  const size_t d = kD != 0 ? kD : static_cast<size_t>(c.s.d);
+  const size_t Rp = static_cast<size_t>(p.rows);
+  float* qs = scratch;
+  float* acc = qs + RoundUp(Rp * d, 16);
+  float* buf = acc + RoundUp(Rp * d, 16);  // (GS + 1) x N floats: a step's p, then m / corr
+  const float ninf = -std::numeric_limits<float>::infinity();
+
+  for (int r = 0; r < R; ++r) {
+    const int64_t h = it.h0 + r / it.qr, i = it.i0 + r % it.qr;
+    const float* qrow = c.q.data + it.b * c.q.batch_stride + h * c.q.head_stride + i * c.q.row_stride;
+    for (size_t x = 0; x < d; ++x) qs[r * d + x] = qrow[x] * c.scale;
+  }
+  std::fill(acc, acc + R * d, 0.0f);
+
+  // Rotations by R, 2R, ... lanes: after them every key lane of a row holds the row's max.
+  constexpr int kRot = KG >= 8 ? 3 : KG >= 4 ? 2 : 1;
+  alignas(64) int32_t rot[kRot][kN];
+  for (int t = 0; t < kRot; ++t)
+    for (int i = 0; i < kN; ++i) rot[t][i] = (i + (R << t)) % kN;
+
+  const uint8_t* kbase = static_cast<const uint8_t*>(c.k.data) + it.b * c.k.batch_stride + it.hkv * c.k.head_stride;
+  const uint8_t* vbase = static_cast<const uint8_t*>(c.v.data) + it.b * c.v.batch_stride + it.hkv * c.v.head_stride;
+  const int64_t krs = c.k.row_stride, vrs = c.v.row_stride;
+  const int64_t row_bytes = static_cast<int64_t>(dtype_row_bytes(T, d));
+  const int64_t pf_dist = RowPrefetch::Distance(row_bytes);
+  const RowPrefetch pf{kbase, vbase, krs, vrs, row_bytes, pf_dist, it.hi};
+  const VF vninf = hn::Set(df, ninf);
+
+  VF m = vninf, l = hn::Zero(df);
+  for (int64_t j = it.lo; j < it.hi; j += KS) {
+    const int64_t nvalid = std::min<int64_t>(KS, it.hi - j);
+    // A partial last step repeats its last key (masked below), so no row past
+    // the item is read.
+    const uint8_t* krow[KS];
+    const uint8_t* vrow[KS];
+    for (int k = 0; k < KS; ++k) {
+      const int64_t jj = j + std::min<int64_t>(k, nvalid - 1);
+      krow[k] = kbase + jj * krs;
+      vrow[k] = vbase + jj * vrs;
+    }
+
+    // Q·K of each group of KG keys: KG x R dot-product vectors, then the tree in registers.
+    VF s[GS];
+    for (int g = 0; g < GS; ++g) {
+      pf.Keys(j + g * KG + pf_dist, KG);  // KG keys' lines at a time: bursts stall (RowPrefetch)
+      VF dot[KG][R];
+      for (int k = 0; k < KG; ++k)
+        for (int r = 0; r < R; ++r) dot[k][r] = hn::Zero(df);
+      for (size_t x = 0; x < d; x += N) {
+        VF kv[KG];
+        for (int k = 0; k < KG; ++k) kv[k] = Elem<T>::Load(df, krow[g * KG + k], x);
+        for (int r = 0; r < R; ++r) {
+          VF qv = hn::Load(df, qs + r * d + x);
+#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+          asm("" : "+v"(qv.raw));  // q in a register for its KG uses (see RowDots)
+#endif
+          for (int k = 0; k < KG; ++k) dot[k][r] = hn::MulAdd(qv, kv[k], dot[k][r]);
+        }
+      }
+      VF pairs[kN / 2];
+      for (int i = 0; i < kN / 2; ++i) {
+        const int a = 2 * i, b = 2 * i + 1;
+        pairs[i] = TreeLevel(df, dot[a / R][a % R], dot[b / R][b % R], 0);
+      }
+      s[g] = TransposeSum<static_cast<size_t>(kN / 2)>(df, pairs);
+    }
+
+    const bool full = nvalid == KS && j >= it.flo && j + KS <= it.fhi && !c.mi.per_key_parts();
+    if (!full) {
+      for (int g = 0; g < GS; ++g) {
+        const int64_t ng = std::clamp<int64_t>(nvalid - g * KG, 0, KG);
+        hn::Store(s[g], df, buf);
+        ApplyMask(c, it, R, j + g * KG, ng, buf, R, 1);
+        for (int i = static_cast<int>(ng) * R; i < kN; ++i) buf[i] = ninf;
+        s[g] = hn::Load(df, buf);
+      }
+    }
+
+    // Online softmax, lane-wise; the accumulators are rescaled only when a
+    // row's max grows.
+    VF mx = s[0];
+    for (int g = 1; g < GS; ++g) mx = hn::Max(mx, s[g]);
+    for (int t = 0; t < kRot; ++t) mx = hn::Max(mx, hn::TableLookupLanes(mx, hn::SetTableIndices(df, rot[t])));
+    const VF m_new = hn::Max(m, mx);
+    if (!hn::AllFalse(df, hn::Gt(m_new, m))) {
+      const VF safe = hn::IfThenZeroElse(hn::Eq(m_new, vninf), m_new);
+      const VF corr = hn::Exp(df, hn::Sub(m, safe));
+      l = hn::Mul(l, corr);
+      hn::Store(corr, df, buf + GS * N);
+      for (int r = 0; r < R; ++r) {
+        const float f = buf[GS * N + static_cast<size_t>(r)];
+        if (f == 1.0f) continue;
+        const VF fv = hn::Set(df, f);
+        float* a = acc + r * d;
+        for (size_t x = 0; x < d; x += N) hn::Store(hn::Mul(hn::Load(df, a + x), fv), df, a + x);
+      }
+      m = m_new;
+    }
+    const VF safe = hn::IfThenZeroElse(hn::Eq(m, vninf), m);
+    for (int g = 0; g < GS; ++g) {
+      const VF pg = hn::Exp(df, hn::Sub(s[g], safe));
+      l = hn::Add(l, pg);
+      hn::Store(pg, df, buf + g * N);  // key k of the step, row r: buf[k * R + r]
+    }
+
+    // P·V of the step.
+    size_t x = 0;
+    for (; x + XC * N <= d; x += XC * N) GroupAccumulate<T, R, KS, XC, kD>(df, buf, vrow, d, x, acc);
+    for (; x < d; x += N) GroupAccumulate<T, R, KS, 1, kD>(df, buf, vrow, d, x, acc);
+  }
+
+  // Each row's sum over its key lanes; m is the same in all of them.
+  hn::Store(l, df, buf);
+  hn::Store(m, df, buf + N);  // (GS + 1) x N floats fit in the tree-pairs region
+  float lr[R], mr[R];
+  for (int r = 0; r < R; ++r) {
+    lr[r] = 0.0f;
+    for (int k = 0; k < KG; ++k) lr[r] += buf[k * R + r];
+    mr[r] = buf[N + static_cast<size_t>(r)];
+  }
+  FinishRows(c, p, it, idx, R, mr, lr, acc, partials);
+}
+
+// GroupItem for the item's row count (GroupRowsOk must hold).
+template <DType T>
+void GroupItemRows(const Call& c, const Plan& p, const Item& it, float* scratch, float* partials, int64_t idx) {
+  const int64_t rows = it.gh * it.qr;
+  WithHeadDim(static_cast<size_t>(c.s.d), [&](auto head_dim) HWY_ATTR {
+    constexpr size_t kD = decltype(head_dim)::value;
+    if constexpr (GroupRowsOk(8)) {
+      if (rows == 8) return GroupItem<T, 8, kD>(c, p, it, scratch, partials, idx);
+    }
+    if constexpr (GroupRowsOk(4)) {
+      if (rows == 4) return GroupItem<T, 4, kD>(c, p, it, scratch, partials, idx);
+    }
+    if constexpr (GroupRowsOk(2)) {
+      if (rows == 2) return GroupItem<T, 2, kD>(c, p, it, scratch, partials, idx);
+    }
+    QKV_CHECK(false, "attention: no key-group kernel for ", rows, " rows");
+  });
+}
+
+// Q8_0 keeps RowItem: on AVX3_DL its integer Q·K scores 16 keys at once.
+template <DType T>
+HWY_INLINE bool UseGroupKernel(int64_t rows) {
+  return T != DType::Q8_0 && (rows == 8 || rows == 4 || rows == 2) && GroupRowsOk(rows);
+}
+
 #endif  // HWY_TARGET != HWY_SCALAR
 
 // ---------------------------------------------------------------------------
@@ -987,7 +1241,10 @@ void RowItem(const Call& c, const Plan& p, const Item& it, float* scratch, float
 template <DType T>
 void RunItem(const Call& c, const Plan& p, const Item& it, float* scratch, float* partials, int64_t idx) {
 #if HWY_TARGET != HWY_SCALAR
-  if (p.row_kernel) return RowItem<T>(c, p, it, scratch, partials, idx);
+  if (p.row_kernel) {
+    if (UseGroupKernel<T>(it.gh * it.qr)) return GroupItemRows<T>(c, p, it, scratch, partials, idx);
+    return RowItem<T>(c, p, it, scratch, partials, idx);
+  }
 #endif
   switch (p.nrv) {
     case 1: return TileItem<T, 1>(c, p, it, scratch, partials, idx);
