@@ -1019,13 +1019,14 @@ void RowItem(const Call& c, const Plan& p, const Item& it, float* scratch, float
 
   FinishRows(c, p, it, idx, rows, m, l, acc, partials);
 }
+
 // Key-group kernel (decode): the Q·K, softmax and P·V of every few keys run
 // before the next keys are read, so each key's K and V rows are consumed
 // together, a few keys after their prefetch. RowItem instead runs a 64-key
 // block's Q·K, then its P·V in column passes: in the P·V phase no new lines are
 // requested, so from DRAM the stream idles for part of every block. This order
-// measured 15-20% faster cold at 32768 keys (f16, GQA 8, 2 threads) and no
-// slower warm (docs/benchmarks.md, twelfth session).
+// measured 1.2-1.3x faster cold at 32768 keys (f16, GQA 8, 2 threads) and
+// 1.03-1.1x warm (docs/benchmarks.md, twelfth session).
 //
 // A step is GS score vectors of KG = N / rows keys each. Lane i of a score
 // vector is (key i / rows, row i % rows): the transpose-add tree over the
