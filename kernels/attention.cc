@@ -21,7 +21,7 @@
 //    horizontal sum. For a Q8_0 cache on AVX3_DL the scores are integer dot
 //    products instead (ScoresQ8Vnni: q quantized per 32-block, keys along the
 //    lanes, VNNI), which is why q8_0 decode outruns f16 there. When the rows
-//    divide the vector (GQA groups of 2, 4 or 8 on AVX-512) and the cache is
+//    divide the vector (GQA groups of 4 or 8 on AVX-512) and the cache is
 //    not Q8_0, the key-group form of it runs instead (GroupItem): Q·K, softmax
 //    and P·V every few keys rather than per 64-key block, so a key's K and V
 //    rows are consumed together while the next keys' lines are on their way.
