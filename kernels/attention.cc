@@ -158,23 +158,33 @@ struct Elem<DType::BF16> {
 
 template <>
 struct Elem<DType::Q8_0> {
-  // c is a multiple of N and N divides 32, so the N values lie in one block.
-  static HWY_INLINE VF Load(DF df, const uint8_t* row, size_t c) {
-    const uint8_t* blk = row + (c / kQ8BlockSize) * sizeof(BlockQ8_0);
+  static HWY_INLINE const uint8_t* Block(const uint8_t* row, size_t c) {
+    return row + (c / kQ8BlockSize) * sizeof(BlockQ8_0);
+  }
+  // A block's scale in every lane, converted by the vector unit (broadcast,
+  // then f16 -> f32): the scalar f16_to_f32 costs branches on every vector of
+  // every key.
+  static HWY_INLINE VF Scale(DF df, const uint8_t* blk) {
     uint16_t dh;
     std::memcpy(&dh, blk, 2);
-    const hn::Rebind<int8_t, DF> di8;
-    const hn::RebindToSigned<DF> di32;
-    const auto q = hn::PromoteTo(di32, hn::LoadU(di8, reinterpret_cast<const int8_t*>(blk + 2) + c % kQ8BlockSize));
-    // The scale converted by the vector unit (broadcast, then f16 -> f32): the
-    // scalar f16_to_f32 costs branches on every vector of every key.
     const hn::Rebind<uint16_t, DF> du16;
     const hn::Rebind<hwy::float16_t, DF> dh16;
-    const VF scale = hn::PromoteTo(df, hn::BitCast(dh16, hn::Set(du16, dh)));
+    return hn::PromoteTo(df, hn::BitCast(dh16, hn::Set(du16, dh)));
+  }
+  // N values of a block from its value i, times its scale.
+  static HWY_INLINE VF Values(DF df, const uint8_t* blk, size_t i, VF scale) {
+    const hn::Rebind<int8_t, DF> di8;
+    const hn::RebindToSigned<DF> di32;
+    const auto q = hn::PromoteTo(di32, hn::LoadU(di8, reinterpret_cast<const int8_t*>(blk + 2) + i));
     return hn::Mul(hn::ConvertTo(df, q), scale);
   }
+  // c is a multiple of N and N divides 32, so the N values lie in one block.
+  static HWY_INLINE VF Load(DF df, const uint8_t* row, size_t c) {
+    const uint8_t* blk = Block(row, c);
+    return Values(df, blk, c % kQ8BlockSize, Scale(df, blk));
+  }
   static float Scalar(const uint8_t* row, size_t c) {
-    const uint8_t* blk = row + (c / kQ8BlockSize) * sizeof(BlockQ8_0);
+    const uint8_t* blk = Block(row, c);
     uint16_t dh;
     std::memcpy(&dh, blk, 2);
     return f16_to_f32(dh) * static_cast<float>(static_cast<int8_t>(blk[2 + c % kQ8BlockSize]));
@@ -188,16 +198,9 @@ HWY_INLINE void LoadCols(DF df, const uint8_t* row, size_t x, VF* v) {
   const size_t N = hn::Lanes(df);
   if constexpr (T == DType::Q8_0 && XB > 1) {
     if (x % kQ8BlockSize + XB * N <= kQ8BlockSize) {
-      const uint8_t* blk = row + (x / kQ8BlockSize) * sizeof(BlockQ8_0);
-      uint16_t dh;
-      std::memcpy(&dh, blk, 2);
-      const hn::Rebind<int8_t, DF> di8;
-      const hn::RebindToSigned<DF> di32;
-      const hn::Rebind<uint16_t, DF> du16;
-      const hn::Rebind<hwy::float16_t, DF> dh16;
-      const VF scale = hn::PromoteTo(df, hn::BitCast(dh16, hn::Set(du16, dh)));
-      const int8_t* q = reinterpret_cast<const int8_t*>(blk + 2) + x % kQ8BlockSize;
-      for (int i = 0; i < XB; ++i) v[i] = hn::Mul(hn::ConvertTo(df, hn::PromoteTo(di32, hn::LoadU(di8, q + i * N))), scale);
+      const uint8_t* blk = Elem<T>::Block(row, x);
+      const VF scale = Elem<T>::Scale(df, blk);
+      for (int i = 0; i < XB; ++i) v[i] = Elem<T>::Values(df, blk, x % kQ8BlockSize + i * N, scale);
       return;
     }
   }
@@ -356,6 +359,25 @@ Item MakeItem(const Call& c, const Plan& p, int64_t idx) {
   return it;
 }
 
+// The first row of an item's KV head in a K or V view.
+HWY_INLINE const uint8_t* ItemRows(const KVView& kv, const Item& it) {
+  return static_cast<const uint8_t*>(kv.data) + it.b * kv.batch_stride + it.hkv * kv.head_stride;
+}
+
+// Row r of an item (query head h0 + r / qr, query row i0 + r % qr) of Q.
+HWY_INLINE const float* ItemQuery(const Call& c, const Item& it, int64_t r) {
+  const int64_t h = it.h0 + r / it.qr, i = it.i0 + r % it.qr;
+  return c.q.data + it.b * c.q.batch_stride + h * c.q.head_stride + i * c.q.row_stride;
+}
+
+// The row kernels' q rows [rows][d], the scale folded in.
+HWY_INLINE void ScaledQueries(const Call& c, const Item& it, int64_t rows, size_t d, float* qs) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* qrow = ItemQuery(c, it, r);
+    for (size_t x = 0; x < d; ++x) qs[r * d + x] = qrow[x] * c.scale;
+  }
+}
+
 // Scores for keys [j0, j0+nk) of rows r < nrows: masked entries become -inf and
 // the per-key terms are added. Element (j, r) lives at s[j*sj + r*sr].
 void ApplyMask(const Call& c, const Item& it, int64_t nrows, int64_t j0, int64_t nk, float* s,
@@ -505,8 +527,7 @@ void TileItem(const Call& c, const Plan& p, const Item& it, float* scratch, floa
   // Qᵀ with the scale folded in; padding lanes are zero (their scores are 0, harmless).
   for (size_t r = 0; r < R; ++r) {
     if (static_cast<int64_t>(r) < rows) {
-      const int64_t h = it.h0 + static_cast<int64_t>(r) / it.qr, i = it.i0 + static_cast<int64_t>(r) % it.qr;
-      const float* qrow = c.q.data + it.b * c.q.batch_stride + h * c.q.head_stride + i * c.q.row_stride;
+      const float* qrow = ItemQuery(c, it, static_cast<int64_t>(r));
       for (size_t x = 0; x < d; ++x) qt[x * R + r] = qrow[x] * c.scale;
     } else {
       for (size_t x = 0; x < d; ++x) qt[x * R + r] = 0.0f;
@@ -516,8 +537,8 @@ void TileItem(const Call& c, const Plan& p, const Item& it, float* scratch, floa
   }
   std::fill(ot, ot + d * R, 0.0f);
 
-  const uint8_t* kbase = static_cast<const uint8_t*>(c.k.data) + it.b * c.k.batch_stride + it.hkv * c.k.head_stride;
-  const uint8_t* vbase = static_cast<const uint8_t*>(c.v.data) + it.b * c.v.batch_stride + it.hkv * c.v.head_stride;
+  const uint8_t* kbase = ItemRows(c.k, it);
+  const uint8_t* vbase = ItemRows(c.v, it);
   // f32 rows whose stride is whole floats are used in place, not copied.
   const bool direct_k = T == DType::F32 && c.k.row_stride % 4 == 0;
   const bool direct_v = T == DType::F32 && c.v.row_stride % 4 == 0;
@@ -922,13 +943,9 @@ void RowItem(const Call& c, const Plan& p, const Item& it, float* scratch, float
   float* l = m + R;
   const float ninf = -std::numeric_limits<float>::infinity();
 
-  for (int64_t r = 0; r < rows; ++r) {
-    const int64_t h = it.h0 + r / it.qr, i = it.i0 + r % it.qr;
-    const float* qrow = c.q.data + it.b * c.q.batch_stride + h * c.q.head_stride + i * c.q.row_stride;
-    for (size_t x = 0; x < d; ++x) qs[r * d + x] = qrow[x] * c.scale;
-    m[r] = ninf;
-    l[r] = 0.0f;
-  }
+  ScaledQueries(c, it, rows, d, qs);
+  std::fill(m, m + rows, ninf);
+  std::fill(l, l + rows, 0.0f);
   std::fill(acc, acc + rows * d, 0.0f);
 
   // Q8_0 K on AVX3_DL: integer Q·K (ScoresQ8Vnni) when the gather offsets of 16
@@ -948,8 +965,8 @@ void RowItem(const Call& c, const Plan& p, const Item& it, float* scratch, float
   }
 #endif
 
-  const uint8_t* kbase = static_cast<const uint8_t*>(c.k.data) + it.b * c.k.batch_stride + it.hkv * c.k.head_stride;
-  const uint8_t* vbase = static_cast<const uint8_t*>(c.v.data) + it.b * c.v.batch_stride + it.hkv * c.v.head_stride;
+  const uint8_t* kbase = ItemRows(c.k, it);
+  const uint8_t* vbase = ItemRows(c.v, it);
   const int64_t krs = c.k.row_stride, vrs = c.v.row_stride;
 
   const int64_t row_bytes = static_cast<int64_t>(dtype_row_bytes(T, d));
@@ -1093,21 +1110,20 @@ void GroupItem(const Call& c, const Plan& p, const Item& it, float* scratch, flo
   float* buf = acc + RoundUp(Rp * d, 16);  // (GS + 1) x N floats: a step's p, then m / corr
   const float ninf = -std::numeric_limits<float>::infinity();
 
-  for (int r = 0; r < R; ++r) {
-    const int64_t h = it.h0 + r / it.qr, i = it.i0 + r % it.qr;
-    const float* qrow = c.q.data + it.b * c.q.batch_stride + h * c.q.head_stride + i * c.q.row_stride;
-    for (size_t x = 0; x < d; ++x) qs[r * d + x] = qrow[x] * c.scale;
-  }
+  ScaledQueries(c, it, R, d, qs);
   std::fill(acc, acc + R * d, 0.0f);
 
   // Rotations by R, 2R, ... lanes: after them every key lane of a row holds the row's max.
   constexpr int kRot = KG >= 8 ? 3 : KG >= 4 ? 2 : 1;
-  alignas(64) int32_t rot[kRot][kN];
-  for (int t = 0; t < kRot; ++t)
-    for (int i = 0; i < kN; ++i) rot[t][i] = (i + (R << t)) % kN;
+  alignas(64) int32_t rot_lanes[kN];
+  decltype(hn::SetTableIndices(df, rot_lanes)) rot[kRot];
+  for (int t = 0; t < kRot; ++t) {
+    for (int i = 0; i < kN; ++i) rot_lanes[i] = (i + (R << t)) % kN;
+    rot[t] = hn::SetTableIndices(df, rot_lanes);
+  }
 
-  const uint8_t* kbase = static_cast<const uint8_t*>(c.k.data) + it.b * c.k.batch_stride + it.hkv * c.k.head_stride;
-  const uint8_t* vbase = static_cast<const uint8_t*>(c.v.data) + it.b * c.v.batch_stride + it.hkv * c.v.head_stride;
+  const uint8_t* kbase = ItemRows(c.k, it);
+  const uint8_t* vbase = ItemRows(c.v, it);
   const int64_t krs = c.k.row_stride, vrs = c.v.row_stride;
   const int64_t row_bytes = static_cast<int64_t>(dtype_row_bytes(T, d));
   const int64_t pf_dist = RowPrefetch::Distance(row_bytes);
@@ -1168,7 +1184,7 @@ void GroupItem(const Call& c, const Plan& p, const Item& it, float* scratch, flo
     // row's max grows.
     VF mx = s[0];
     for (int g = 1; g < GS; ++g) mx = hn::Max(mx, s[g]);
-    for (int t = 0; t < kRot; ++t) mx = hn::Max(mx, hn::TableLookupLanes(mx, hn::SetTableIndices(df, rot[t])));
+    for (int t = 0; t < kRot; ++t) mx = hn::Max(mx, hn::TableLookupLanes(mx, rot[t]));
     const VF m_new = hn::Max(m, mx);
     if (!hn::AllFalse(df, hn::Gt(m_new, m))) {
       const VF safe = hn::IfThenZeroElse(hn::Eq(m_new, vninf), m_new);
@@ -1288,8 +1304,8 @@ void PrefetchItemHead(const Call& c, const Plan& p, const Item& it) {
   if (!p.row_kernel || it.hi <= it.lo) return;
   const int64_t row_bytes = static_cast<int64_t>(dtype_row_bytes(T, static_cast<size_t>(c.s.d)));
   const int64_t n = std::min(RowPrefetch::Distance(row_bytes), it.hi - it.lo);
-  const uint8_t* kbase = static_cast<const uint8_t*>(c.k.data) + it.b * c.k.batch_stride + it.hkv * c.k.head_stride;
-  const uint8_t* vbase = static_cast<const uint8_t*>(c.v.data) + it.b * c.v.batch_stride + it.hkv * c.v.head_stride;
+  const uint8_t* kbase = ItemRows(c.k, it);
+  const uint8_t* vbase = ItemRows(c.v, it);
   const RowPrefetch pf{kbase, vbase, c.k.row_stride, c.v.row_stride, row_bytes, it.lo, it.hi};
   pf.Keys(it.lo, n);
 #else

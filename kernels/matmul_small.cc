@@ -1295,8 +1295,5 @@ const char* matmul_small_kernel_name(DType t) {
   return detail::matmul_small_uses_amx() ? "AMX bf16 tiles" : "AVX512_BF16 dot products";
 }
 
-namespace detail {
-
-}  // namespace detail
 }  // namespace qkv
 #endif  // HWY_ONCE
