@@ -257,6 +257,18 @@ QKV_API void qkv_attention_params_init(qkv_attention_params* params);
 QKV_API qkv_status qkv_attention(const qkv_attention_params* params, const float* q, const void* k, const void* v,
                                  qkv_type kv_type, float* out);
 
+typedef enum {
+  QKV_ATTENTION_KERNEL = 0,   /* the production kernel (f32, SIMD) */
+  QKV_ATTENTION_REFERENCE = 1 /* the scalar reference (fp64 accumulation, materialized scores) */
+} qkv_attention_impl;
+
+/* qkv_attention through either implementation, also writing the softmax
+ * weights [batch][q_heads][q_len][kv_len] when weights is non-NULL (the
+ * kernel then takes its materialized path: O(q_len * kv_len) memory). */
+QKV_API qkv_status qkv_attention_weights(const qkv_attention_params* params, const float* q, const void* k,
+                                         const void* v, qkv_type kv_type, float* out, float* weights,
+                                         qkv_attention_impl impl);
+
 /* ---- evaluation: perplexity and KL divergence (llama-perplexity's method) ---- */
 
 /* Quantiles reported for KL divergence and delta-p, in this order:

@@ -571,8 +571,13 @@ void qkv_attention_params_init(qkv_attention_params* params) {
   params->batch = params->q_heads = params->kv_heads = params->q_len = params->kv_len = params->head_dim = 1;
 }
 
-qkv_status qkv_attention(const qkv_attention_params* p, const float* q, const void* k, const void* v,
-                         qkv_type kv_type, float* out) {
+}  // extern "C"
+
+namespace {
+
+// qkv_attention and qkv_attention_weights: the checks, then the kernel or the reference.
+qkv_status attention_call(const qkv_attention_params* p, const float* q, const void* k, const void* v,
+                          qkv_type kv_type, float* out, float* weights, bool reference) {
   QKV_REQUIRE(p);
   QKV_REQUIRE(q);
   QKV_REQUIRE(k);
@@ -614,9 +619,36 @@ qkv_status qkv_attention(const qkv_attention_params* p, const float* q, const vo
     qkv::AttentionOptions opts;
     opts.scale = p->scale;
     opts.threads = p->threads > 0 ? p->threads : omp_get_num_procs();
-    qkv::attention(shape, qv, kv, vv, mask, ov, opts);
+    if (weights) {
+      QKV_CHECK(checked_product({p->batch, p->q_heads, p->q_len, p->kv_len, 4}),
+                "qkv_attention_weights: the weights' size overflows 64 bits");
+      opts.weights = weights;
+    }
+    if (reference) {
+      qkv::attention_reference(shape, qv, kv, vv, mask, ov, opts);
+    } else {
+      qkv::attention(shape, qv, kv, vv, mask, ov, opts);
+    }
     return QKV_OK;
   });
+}
+
+}  // namespace
+
+extern "C" {
+
+qkv_status qkv_attention(const qkv_attention_params* p, const float* q, const void* k, const void* v,
+                         qkv_type kv_type, float* out) {
+  return attention_call(p, q, k, v, kv_type, out, nullptr, false);
+}
+
+qkv_status qkv_attention_weights(const qkv_attention_params* p, const float* q, const void* k, const void* v,
+                                 qkv_type kv_type, float* out, float* weights, qkv_attention_impl impl) {
+  const int which = raw_enum(impl);
+  if (which != QKV_ATTENTION_KERNEL && which != QKV_ATTENTION_REFERENCE) {
+    return set_error(QKV_ERR_INVALID_ARGUMENT, "qkv_attention_weights: unknown implementation " + std::to_string(which));
+  }
+  return attention_call(p, q, k, v, kv_type, out, weights, which == QKV_ATTENTION_REFERENCE);
 }
 
 }  // extern "C"

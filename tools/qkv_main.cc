@@ -25,6 +25,7 @@ const Command kCommands[] = {
     {"make-model", qkv::tools::cmd_make_model, "write a synthetic random-weight model as GGUF"},
     {"plot", qkv::tools::cmd_plot, "draw qkv bench --json results as SVG"},
     {"perplexity", qkv::tools::cmd_perplexity, "perplexity and KL divergence on a text, as llama-perplexity"},
+    {"explain", qkv::tools::cmd_explain, "scaled dot-product attention, step by step, from qkv's kernels"},
 };
 
 void print_usage(FILE* out) {
