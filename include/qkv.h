@@ -269,6 +269,23 @@ QKV_API qkv_status qkv_attention_weights(const qkv_attention_params* params, con
                                          const void* v, qkv_type kv_type, float* out, float* weights,
                                          qkv_attention_impl impl);
 
+/* ---- looking inside: attention maps ---- */
+
+/* Attention weights of a prompt in one layer (0 <= layer < n_layers): tokens run
+ * from an empty F32 cache in one batch (threads: 0 for all cores), and the
+ * causal softmax weights come from the kernel's materialized path. head -1 gives
+ * every query head, [n_heads][n_tokens][n_tokens]; head h >= 0 one head,
+ * [n_tokens][n_tokens]; row = query token, column = key token (0 above the
+ * diagonal). *needed is always set to the float count; a capacity below it is
+ * QKV_ERR_BUFFER_TOO_SMALL (weights may be NULL with capacity 0: a size query).
+ * At most 4096 tokens. */
+QKV_API qkv_status qkv_attention_map(qkv_model* model, const int32_t* tokens, int64_t n_tokens, int64_t layer,
+                                     int64_t head, int threads, float* weights, int64_t capacity, int64_t* needed);
+/* A token's vocabulary piece as stored (SentencePiece form: "▁" for a space,
+ * "<s>", "<0x0A>"), NUL-terminated; *length and capacity as for qkv_detokenize. */
+QKV_API qkv_status qkv_token_piece(const qkv_model* model, int32_t token, char* text, int64_t capacity,
+                                   int64_t* length);
+
 /* ---- evaluation: perplexity and KL divergence (llama-perplexity's method) ---- */
 
 /* Quantiles reported for KL divergence and delta-p, in this order:

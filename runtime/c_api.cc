@@ -23,6 +23,7 @@
 #include "kernels/attention.h"
 #include "kernels/error.h"
 #include "kernels/simd_target.h"
+#include "runtime/attention_map.h"
 #include "runtime/decoder.h"
 #include "runtime/generate.h"
 #include "runtime/gguf.h"
@@ -690,6 +691,58 @@ qkv_status qkv_perplexity(qkv_model* model, const char* text, const qkv_perplexi
         model->model, tok.add_bos() ? tok.bos_id() : -1, tokens, cfg,
         [&](const qkv_perplexity_stats& running) { return !callback || callback(&running, user) == 0; });
     if (stats) *stats = s;
+    return QKV_OK;
+  });
+}
+
+}  // extern "C"
+
+// ---- attention maps ----
+
+extern "C" {
+
+qkv_status qkv_attention_map(qkv_model* model, const int32_t* tokens, int64_t n_tokens, int64_t layer, int64_t head,
+                             int threads, float* weights, int64_t capacity, int64_t* needed) {
+  QKV_REQUIRE(model);
+  QKV_REQUIRE(tokens);
+  QKV_REQUIRE(needed);
+  if (capacity < 0) return set_error(QKV_ERR_INVALID_ARGUMENT, "qkv_attention_map: negative capacity");
+  if (capacity > 0) QKV_REQUIRE(weights);
+  return guarded([&] {
+    const qkv::ModelConfig& c = model->model.config;
+    QKV_CHECK(n_tokens >= 1 && n_tokens <= 4096, "qkv_attention_map: 1 to 4096 tokens, not ", n_tokens);
+    QKV_CHECK(head >= -1 && head < c.n_heads, "qkv_attention_map: head ", head, " does not exist (", c.n_heads,
+              " query heads; -1 for all)");
+    QKV_CHECK(threads >= 0, "qkv_attention_map: negative thread count");
+    QKV_CHECK(layer >= 0 && layer < c.n_layers, "qkv_attention_map: layer ", layer, " does not exist (the model has ",
+              c.n_layers, " layers: 0 to ", c.n_layers - 1, ")");
+    const int64_t per_head = n_tokens * n_tokens;
+    const int64_t n = head < 0 ? c.n_heads * per_head : per_head;
+    *needed = n;
+    if (capacity < n) return buffer_too_small(__func__, "weights", capacity, n, "floats");
+    for (int64_t i = 0; i < n_tokens; ++i) {
+      QKV_CHECK(tokens[i] >= 0 && tokens[i] < c.vocab_size, "token id ", tokens[i], " is outside the vocabulary");
+    }
+    ThreadScope scope(threads);
+    const qkv::AttentionMap m = qkv::attention_map(model->model, tokens, n_tokens, layer);
+    const float* src = m.weights.data() + (head < 0 ? 0 : head * per_head);
+    std::copy(src, src + n, weights);
+    return QKV_OK;
+  });
+}
+
+qkv_status qkv_token_piece(const qkv_model* model, int32_t token, char* text, int64_t capacity, int64_t* length) {
+  QKV_REQUIRE(model);
+  QKV_REQUIRE(length);
+  if (capacity < 0) return set_error(QKV_ERR_INVALID_ARGUMENT, "qkv_token_piece: negative capacity");
+  if (capacity > 0) QKV_REQUIRE(text);
+  return guarded([&] {
+    const std::string& p = tokenizer_of(model).piece(token);
+    const auto n = static_cast<int64_t>(p.size());
+    *length = n;
+    if (capacity < n + 1) return buffer_too_small(__func__, "text", capacity, n + 1, "bytes (with the NUL)");
+    std::memcpy(text, p.data(), p.size());
+    text[p.size()] = '\0';
     return QKV_OK;
   });
 }

@@ -246,7 +246,15 @@ void Decoder::attention_prefill(int64_t layer, int64_t seq, int64_t pos0, int64_
   AttentionMask mask;
   mask.causal = true;
   mask.q_pos0 = pos0;
-  attention(shape, q, k, v, mask, out);
+  AttentionOptions opts;
+  if (capture_ && capture_->layer == layer) {
+    capture_->rows = M;
+    capture_->keys = shape.Lk;
+    capture_->weights.assign(static_cast<size_t>(c.n_heads * M * shape.Lk), 0.0f);
+    capture_->queries.assign(q_.begin(), q_.begin() + M * c.dim);
+    opts.weights = capture_->weights.data();
+  }
+  attention(shape, q, k, v, mask, out, opts);
 }
 
 // Final norm and classifier for activation rows [first_row, first_row + rows),

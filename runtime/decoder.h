@@ -27,6 +27,16 @@ struct DecoderOptions {
   bool decode_team = true;
 };
 
+// Inspection of one layer's attention during prefill: the softmax weights
+// [n_heads][M][pos0 + M] of the layer's causal attention (the kernel's
+// materialized path) and its rotated queries [M][dim], for the last prefill
+// batch that ran the layer.
+struct AttentionCapture {
+  int64_t layer = -1;
+  int64_t rows = 0, keys = 0;  // M and pos0 + M of the captured batch
+  std::vector<float> weights, queries;
+};
+
 class Decoder {
  public:
   Decoder(const Model& model, const DecoderOptions& options);
@@ -48,6 +58,8 @@ class Decoder {
   int64_t vocab_size() const { return model_.config.vocab_size; }
   const Model& model() const { return model_; }
   KVCache& cache() { return cache_; }
+  // Captures a layer's attention in later prefills (nullptr: none). The capture must outlive its use.
+  void set_attention_capture(AttentionCapture* capture) { capture_ = capture; }
   const KVCache& cache() const { return cache_; }
 
  private:
@@ -67,7 +79,8 @@ class Decoder {
   int64_t rows_ = 0;  // activation rows allocated
   // Activations, [rows][width] each.
   std::vector<float> x_, xb_, q_, k_, v_, att_, hb_, hb2_, logits_;
-  std::vector<float> rope_cs_;  // per row of a step: RoPE cos/sin pairs (rope_angles)
+  std::vector<float> rope_cs_;
+  AttentionCapture* capture_ = nullptr;  // per row of a step: RoPE cos/sin pairs (rope_angles)
 };
 
 }  // namespace qkv

@@ -78,6 +78,13 @@ inline std::string read_file(const std::string& path) {
   return text;
 }
 
+// v with `places` decimals ("%.*f").
+inline std::string fixed(double v, int places) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", places, v);
+  return buf;
+}
+
 // s as the inside of a JSON string.
 inline std::string json_escape(const std::string& s) {
   std::string out;

@@ -15,5 +15,6 @@ int cmd_make_model(int argc, char** argv);
 int cmd_plot(int argc, char** argv);
 int cmd_perplexity(int argc, char** argv);
 int cmd_explain(int argc, char** argv);
+int cmd_attention(int argc, char** argv);
 
 }  // namespace qkv::tools

@@ -57,11 +57,7 @@ std::string fmt(double v) {
   std::snprintf(b, sizeof b, "%g", v);
   return b;
 }
-std::string fmt4(double v) {
-  char b[32];
-  std::snprintf(b, sizeof b, "%.4f", v);
-  return b;
-}
+std::string fmt4(double v) { return fixed(v, 4); }
 
 // Decimal rounding as a hand computation does it (half away from zero).
 double round_to(double x, int places) {
@@ -80,11 +76,7 @@ std::vector<double> softmax(const std::vector<double>& x) {
 
 std::string vec_text(const std::vector<double>& v, int places) {
   std::string s = "[";
-  for (size_t i = 0; i < v.size(); ++i) {
-    char b[32];
-    std::snprintf(b, sizeof b, "%.*f", places, v[i]);
-    s += (i ? ", " : "") + std::string(b);
-  }
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + fixed(v[i], places);
   return s + "]";
 }
 

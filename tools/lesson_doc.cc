@@ -34,9 +34,8 @@ void json_number(FILE* out, double v) {
 
 Cell num(double v, int decimals) {
   Cell c;
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
-  c.text = std::string(buf) == "-0." + std::string(static_cast<size_t>(decimals), '0') ? buf + 1 : buf;
+  c.text = fixed(v, decimals);
+  if (c.text == "-" + fixed(0.0, decimals)) c.text.erase(0, 1);
   c.number = v;
   c.is_number = true;
   return c;

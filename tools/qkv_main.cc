@@ -26,6 +26,7 @@ const Command kCommands[] = {
     {"plot", qkv::tools::cmd_plot, "draw qkv bench --json results as SVG"},
     {"perplexity", qkv::tools::cmd_perplexity, "perplexity and KL divergence on a text, as llama-perplexity"},
     {"explain", qkv::tools::cmd_explain, "scaled dot-product attention, step by step, from qkv's kernels"},
+    {"attention", qkv::tools::cmd_attention, "heatmaps of a model's attention weights on a prompt (SVG, JSON)"},
 };
 
 void print_usage(FILE* out) {
