@@ -359,6 +359,7 @@ void MatvecRange(const Matrix& W, const float* x, const int16_t* xq, const float
     case DType::F16: return MatvecRangePrefetch<DType::F16>(W, x, qp, prefetch, y, r0, r1);
     case DType::BF16: return MatvecRangePrefetch<DType::BF16>(W, x, qp, prefetch, y, r0, r1);
     case DType::Q8_0: return MatvecRangePrefetch<DType::Q8_0>(W, x, qp, prefetch, y, r0, r1);
+    default: break;  // check_matrix admits only the four types above
   }
 }
 
@@ -399,6 +400,7 @@ void DecodeRows(const Matrix& W, int64_t r0, int64_t r1, float* out) {
       case DType::F16: DecodeRowT<DType::F16>(row, cols, o); break;
       case DType::BF16: DecodeRowT<DType::BF16>(row, cols, o); break;
       case DType::Q8_0: DecodeRowT<DType::Q8_0>(row, cols, o); break;
+      default: decode_row(W.type, row, cols, o); break;
     }
   }
 }

@@ -33,14 +33,9 @@ constexpr int64_t kMaxLayers = 4096;
 
 size_t natural_alignment(DType t) { return t == DType::F32 ? 4 : 2; }
 
-bool dtype_from_ggml(uint32_t ggml, DType* out) {
-  switch (ggml) {
-    case ggml_type::F32: *out = DType::F32; return true;
-    case ggml_type::F16: *out = DType::F16; return true;
-    case ggml_type::BF16: *out = DType::BF16; return true;
-    case ggml_type::Q8_0: *out = DType::Q8_0; return true;
-    default: return false;
-  }
+bool loadable_ggml_type(uint32_t ggml, DType* out) {
+  return dtype_from_ggml(ggml, out) && (*out == DType::F32 || *out == DType::F16 || *out == DType::BF16 ||
+                                        *out == DType::Q8_0);
 }
 
 }  // namespace
@@ -137,7 +132,7 @@ class GGUFModelReader {
            cols, is_norm ? "" : ", ", is_norm ? "" : std::to_string(rows), "]");
     }
     DType type;
-    if (!dtype_from_ggml(t.type, &type)) {
+    if (!loadable_ggml_type(t.type, &type)) {
       fail("GGUF file '", g_.path(), "': tensor '", t.name, "' has type ", ggml_type_name(t.type),
            ", which qkv cannot compute with (supported: F32, F16, BF16, Q8_0)");
     }
