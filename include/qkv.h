@@ -257,6 +257,52 @@ QKV_API void qkv_attention_params_init(qkv_attention_params* params);
 QKV_API qkv_status qkv_attention(const qkv_attention_params* params, const float* q, const void* k, const void* v,
                                  qkv_type kv_type, float* out);
 
+/* ---- evaluation: perplexity and KL divergence (llama-perplexity's method) ---- */
+
+/* Quantiles reported for KL divergence and delta-p, in this order:
+ * maximum, 99.9%, 99%, 95%, 90%, 75%, median, 25%, 10%, 5%, 1%, 0.1%, minimum
+ * (linear interpolation between sorted values). */
+#define QKV_EVAL_QUANTILES 13
+
+typedef struct {
+  int64_t n_ctx;   /* tokens per chunk; 0: 512 (with kl_divergence_read: the file's) */
+  int64_t batch;   /* tokens per forward batch; 0 or > n_ctx: n_ctx */
+  int64_t chunks;  /* chunks to evaluate; <= 0: all the text holds */
+  qkv_type kv_type;
+  int threads;     /* 0: all cores */
+  const char* kl_divergence_write; /* non-NULL: write llama.cpp's base file there */
+  const char* kl_divergence_read;  /* non-NULL: compare with this base file; the
+                                      tokens come from it (text may be NULL) */
+} qkv_perplexity_options;
+
+typedef struct {
+  int64_t chunk, n_chunks, n_ctx, text_tokens, scored_tokens;
+  double seconds; /* evaluation time so far */
+  double ppl, ppl_err;
+  int has_kld;    /* the fields below are set when a base file was read */
+  double base_ppl, base_ppl_err, ppl_correlation;
+  double ln_ppl_ratio, ln_ppl_ratio_err, ppl_ratio, ppl_ratio_err, ppl_diff, ppl_diff_err;
+  double kld, kld_err;
+  double dp_mean, dp_mean_err, dp_rms, dp_rms_err; /* probability differences, fractions of 1 */
+  double same_top, same_top_err;                   /* fraction of positions with the base's argmax */
+  int has_quantiles;                               /* set in the final statistics only */
+  double kld_quantiles[QKV_EVAL_QUANTILES], dp_quantiles[QKV_EVAL_QUANTILES];
+} qkv_perplexity_stats;
+
+/* Called after each chunk with the running statistics; return nonzero to stop. */
+typedef int (*qkv_perplexity_callback)(const qkv_perplexity_stats* running, void* user);
+
+/* Fills options with the defaults (n_ctx 512, batch = n_ctx, all chunks, F16 cache, all cores). */
+QKV_API void qkv_perplexity_options_init(qkv_perplexity_options* options);
+/* Perplexity of text as llama-perplexity computes it: the text is tokenized
+ * (BOS first when the vocabulary adds it) and cut into chunks of n_ctx tokens;
+ * each chunk runs from an empty cache with its first token set to BOS, and
+ * positions n_ctx/2 .. n_ctx-2 are scored against the next token. A text of
+ * fewer than 2 * n_ctx tokens is QKV_ERR_INVALID_ARGUMENT. A malformed base
+ * file is QKV_ERR_FORMAT. stats receives the final statistics. */
+QKV_API qkv_status qkv_perplexity(qkv_model* model, const char* text, const qkv_perplexity_options* options,
+                                  qkv_perplexity_callback callback, void* user, qkv_perplexity_stats* stats);
+
 #ifdef __cplusplus
 }
 #endif

@@ -98,6 +98,22 @@ void decode_tile(const Matrix& W, int64_t r0, int64_t n, GemmPrecision p, void* 
   }
 }
 
+// Whether oneDNN can make a bf16 matmul on this CPU (it cannot below AVX-512).
+bool bf16_gemm_available() {
+  static const bool ok = [] {
+    try {
+      const memory::desc a({16, 32}, memory::data_type::bf16, memory::dims{32, 1});
+      const memory::desc b({32, 16}, memory::data_type::bf16, memory::dims{1, 32});
+      const memory::desc c({16, 16}, memory::data_type::f32, memory::dims{16, 1});
+      const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, b, c), cpu_engine());
+      return true;
+    } catch (const dnnl::error&) {
+      return false;
+    }
+  }();
+  return ok;
+}
+
 }  // namespace
 
 GemmPrecision default_gemm_precision(DType t) {
@@ -106,7 +122,8 @@ GemmPrecision default_gemm_precision(DType t) {
   // also go through bf16: measured (bench_linear, onednn_f32 vs onednn_bf16,
   // M = 64 and 512) about 1.8x the f32 GEMM's rate, for a relative error per
   // product below 2^-8 (activation and weight each rounded to bf16).
-  return t == DType::F32 ? GemmPrecision::kF32 : GemmPrecision::kBF16;
+  // On CPUs where oneDNN has no bf16 matmul (AVX2 machines) everything runs in f32.
+  return t == DType::F32 || !bf16_gemm_available() ? GemmPrecision::kF32 : GemmPrecision::kBF16;
 }
 
 void matmul_onednn(const Matrix& W, const float* X, int64_t M, float* Y) {
@@ -115,7 +132,7 @@ void matmul_onednn(const Matrix& W, const float* X, int64_t M, float* Y) {
 
 void matmul_onednn(const Matrix& W, const float* X, int64_t M, float* Y, GemmPrecision p) {
   const int64_t K = W.cols, N = W.rows;
-  if (W.type == DType::F32) p = GemmPrecision::kF32;
+  if (W.type == DType::F32 || !bf16_gemm_available()) p = GemmPrecision::kF32;
   const memory::data_type dt = p == GemmPrecision::kF32 ? memory::data_type::f32 : memory::data_type::bf16;
   try {
     const void* a = X;

@@ -27,6 +27,7 @@
 #include "runtime/generate.h"
 #include "runtime/gguf.h"
 #include "runtime/model_loader.h"
+#include "runtime/perplexity.h"
 #include "runtime/sampler.h"
 #include "runtime/tokenizer.h"
 #include "runtime/version.h"
@@ -614,6 +615,49 @@ qkv_status qkv_attention(const qkv_attention_params* p, const float* q, const vo
     opts.scale = p->scale;
     opts.threads = p->threads > 0 ? p->threads : omp_get_num_procs();
     qkv::attention(shape, qv, kv, vv, mask, ov, opts);
+    return QKV_OK;
+  });
+}
+
+}  // extern "C"
+
+// ---- evaluation ----
+
+extern "C" {
+
+void qkv_perplexity_options_init(qkv_perplexity_options* options) {
+  if (!options) return;
+  *options = qkv_perplexity_options{};
+  options->n_ctx = 512;
+  options->kv_type = QKV_TYPE_F16;
+}
+
+qkv_status qkv_perplexity(qkv_model* model, const char* text, const qkv_perplexity_options* options,
+                          qkv_perplexity_callback callback, void* user, qkv_perplexity_stats* stats) {
+  QKV_REQUIRE(model);
+  qkv_perplexity_options o;
+  qkv_perplexity_options_init(&o);
+  if (options) o = *options;
+  if (!o.kl_divergence_read) QKV_REQUIRE(text);
+  return guarded([&] {
+    QKV_CHECK(o.n_ctx >= 0 && o.batch >= 0 && o.threads >= 0, "qkv_perplexity: n_ctx, batch and threads must not be negative");
+    qkv::PerplexityConfig cfg;
+    cfg.n_ctx = o.n_ctx > 0 ? o.n_ctx : (o.kl_divergence_read ? 0 : 512);
+    cfg.batch = o.batch;
+    cfg.chunks = o.chunks;
+    cfg.kv_type = to_dtype(o.kv_type);
+    if (o.kl_divergence_write) cfg.kld_write = o.kl_divergence_write;
+    if (o.kl_divergence_read) cfg.kld_read = o.kl_divergence_read;
+    QKV_CHECK(cfg.kld_write.empty() || cfg.kld_write != cfg.kld_read,
+              "qkv_perplexity: the base file to write is the one to read");
+    const qkv::Tokenizer& tok = tokenizer_of(model);
+    std::vector<int32_t> tokens;
+    if (cfg.kld_read.empty()) tokens = tok.encode(text, tok.add_bos(), false);
+    ThreadScope threads(o.threads);
+    const qkv_perplexity_stats s = qkv::evaluate_perplexity(
+        model->model, tok.add_bos() ? tok.bos_id() : -1, tokens, cfg,
+        [&](const qkv_perplexity_stats& running) { return !callback || callback(&running, user) == 0; });
+    if (stats) *stats = s;
     return QKV_OK;
   });
 }

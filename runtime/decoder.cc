@@ -99,6 +99,15 @@ void Decoder::embed(const int32_t* tokens, int64_t M) {
 }
 
 const float* Decoder::prefill(int64_t seq, const int32_t* tokens, int64_t n) {
+  return prefill_impl(seq, tokens, n, nullptr);
+}
+
+void Decoder::prefill_all_logits(int64_t seq, const int32_t* tokens, int64_t n, float* all_logits) {
+  QKV_CHECK(all_logits != nullptr, "prefill_all_logits: null logits buffer");
+  prefill_impl(seq, tokens, n, all_logits);
+}
+
+const float* Decoder::prefill_impl(int64_t seq, const int32_t* tokens, int64_t n, float* all_logits) {
   QKV_CHECK(n >= 1, "prefill needs at least one token");
   check_tokens(tokens, n);
   const int64_t start = cache_.length(seq);
@@ -113,8 +122,9 @@ const float* Decoder::prefill(int64_t seq, const int32_t* tokens, int64_t n) {
     std::vector<int64_t> seqs(M, seq), pos(M);
     for (int64_t m = 0; m < M; ++m) pos[m] = start + done + m;
     forward(M, seqs.data(), pos.data());
+    if (all_logits) logits_for(0, M, all_logits + done * vocab_size());
     done += M;
-    if (done == n) logits_for(M - 1, 1);
+    if (done == n && !all_logits) logits_for(M - 1, 1);
   }
   return logits_.data();
 }
@@ -241,11 +251,11 @@ void Decoder::attention_prefill(int64_t layer, int64_t seq, int64_t pos0, int64_
 
 // Final norm and classifier for activation rows [first_row, first_row + rows),
 // written to logits_ rows 0 .. rows-1.
-void Decoder::logits_for(int64_t first_row, int64_t rows) {
+void Decoder::logits_for(int64_t first_row, int64_t rows, float* out) {
   const ModelConfig& c = model_.config;
   float* x = &x_[first_row * c.dim];
   rmsnorm(x, norm_weights(model_.output_norm), xb_.data(), c.dim, c.norm_eps, rows);
-  matmul(model_.output, xb_.data(), rows, logits_.data());
+  matmul(model_.output, xb_.data(), rows, out ? out : logits_.data());
 }
 
 }  // namespace qkv

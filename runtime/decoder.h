@@ -35,6 +35,9 @@ class Decoder {
   // and returns the logits [vocab] of the last one. Fails (qkv::Error) if the
   // tokens do not fit in the context or a token id is out of range.
   const float* prefill(int64_t seq, const int32_t* tokens, int64_t n);
+  // Like prefill(), writing the logits of every token to all_logits [n][vocab]
+  // (evaluation: perplexity, KL divergence).
+  void prefill_all_logits(int64_t seq, const int32_t* tokens, int64_t n, float* all_logits);
 
   // One token for each of n sequences seqs[i] (distinct); returns logits [n][vocab].
   const float* step_batch(const int64_t* seqs, const int32_t* tokens, int64_t n);
@@ -54,7 +57,8 @@ class Decoder {
   void attention_prefill(int64_t layer, int64_t seq, int64_t pos0, int64_t M);
   void check_tokens(const int32_t* tokens, int64_t n) const;
   void embed(const int32_t* tokens, int64_t M);
-  void logits_for(int64_t first_row, int64_t rows);
+  void logits_for(int64_t first_row, int64_t rows, float* out = nullptr);  // out null: logits_
+  const float* prefill_impl(int64_t seq, const int32_t* tokens, int64_t n, float* all_logits);
   void ensure_rows(int64_t M);
 
   const Model& model_;

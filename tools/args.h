@@ -4,10 +4,15 @@
 
 #include <cerrno>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <iterator>
 #include <string>
 
 #include "kernels/error.h"
+#include "qkv.h"
 
 namespace qkv::tools {
 
@@ -35,6 +40,61 @@ inline float parse_float(const char* flag, const char* s, double lo, double hi) 
     fail("flag ", flag, " wants a number from ", lo, " to ", hi, ", not '", s, "'");
   }
   return static_cast<float>(v);
+}
+
+// The KV cache types of the C API by name.
+struct KvTypeName {
+  const char* name;
+  qkv_type type;
+};
+inline const KvTypeName kKvTypes[] = {
+    {"f32", QKV_TYPE_F32}, {"f16", QKV_TYPE_F16}, {"bf16", QKV_TYPE_BF16}, {"q8_0", QKV_TYPE_Q8_0}};
+
+inline qkv_type parse_kv_type(const char* s) {
+  for (const KvTypeName& k : kKvTypes) {
+    if (std::strcmp(s, k.name) == 0) return k.type;
+  }
+  fail("flag --kv-type wants f32, f16, bf16 or q8_0, not '", s, "'");
+}
+
+inline const char* kv_type_name(qkv_type t) {
+  for (const KvTypeName& k : kKvTypes) {
+    if (k.type == t) return k.name;
+  }
+  return "?";
+}
+
+// Fails with the C API's message unless st is QKV_OK.
+inline void check(qkv_status st, const char* what) {
+  if (st != QKV_OK) fail(what, ": ", qkv_last_error());
+}
+
+// The whole of a file, or an error naming it.
+inline std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail("cannot open '", path, "'");
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (in.bad()) fail("cannot read '", path, "'");
+  return text;
+}
+
+// s as the inside of a JSON string.
+inline std::string json_escape(const std::string& s) {
+  std::string out;
+  for (const char ch : s) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += ch;
+    } else if (c < 0x20) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\u%04x", c);
+      out += buf;
+    } else {
+      out += ch;
+    }
+  }
+  return out;
 }
 
 }  // namespace qkv::tools

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "kernels/error.h"
+#include "tools/args.h"
 #include "tools/bench_json.h"
 #include "tools/bench_svg.h"
 #include "tools/commands.h"
@@ -23,14 +24,6 @@ const char* kPlotUsage =
     "  BENCH.json       output of qkv bench --json (one line per file in each panel)\n"
     "  -o, --output     the SVG file to write\n"
     "  --title TEXT     chart title (default: qkv bench throughput)\n";
-
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail("cannot open '", path, "'");
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (in.bad()) fail("cannot read '", path, "'");
-  return text;
-}
 
 ChartPoint point_of(const Json& row, const char* x_key, const std::string& path) {
   ChartPoint p;
