@@ -489,6 +489,10 @@ using detail::BlockQueue;
 // Types whose matvec is kernels/quant/vec_dot (ggml's block arithmetic on
 // quantized activations); F32/F16/BF16/Q8_0 have the kernels of this file.
 bool ggml_dot_type(DType t) { return dtype_is_quantized(t) && t != DType::Q8_0; }
+// Batches (prefill, batched decode) of every block type, Q8_0 included, go
+// input by input through ggml's arithmetic (quantized activations), as
+// llama.cpp computes them: the same logits as llama.cpp's in every phase.
+bool ggml_batch_type(DType t) { return dtype_is_quantized(t); }
 
 // x quantized once per activation block type that the matrices need.
 struct QuantizedActivations {
@@ -595,7 +599,7 @@ void matmul(const Matrix& W, const float* X, int64_t M, float* Y) {
   QKV_CHECK(X != nullptr || W.cols == 0, "matmul: null input");
   QKV_CHECK(Y != nullptr, "matmul: null output");
   if (M == 1) return matvec(W, X, Y);
-  if (ggml_dot_type(W.type)) return matmul_multi(&W, &Y, 1, X, M);
+  if (ggml_batch_type(W.type)) return matmul_multi(&W, &Y, 1, X, M);
   if (M > kMatmulSmallMaxM && !omp_in_parallel() && current_team() == nullptr && W.cols > 0) {
     return detail::matmul_onednn(W, X, M, Y);
   }
@@ -616,14 +620,22 @@ void matmul_multi(const Matrix* Ws, float* const* Ys, int count, const float* X,
   }
   QKV_CHECK(X != nullptr || Ws[0].cols == 0, "matmul: null input");
   bool any_ggml = false;
-  for (int i = 0; i < count; ++i) any_ggml |= ggml_dot_type(Ws[i].type);
+  for (int i = 0; i < count; ++i) any_ggml |= ggml_batch_type(Ws[i].type);
   if (any_ggml) {
-    // ggml's arithmetic at every batch size: each input quantized and dotted
-    // as in decode (the same logits as llama.cpp's prefill and batches).
-    std::vector<float*> ys(static_cast<size_t>(count));
+    // Block types: ggml's arithmetic at every batch size, each input quantized
+    // and dotted as in decode (llama.cpp's logits in prefill and batches too).
+    // The other matrices take their usual path.
+    std::vector<Matrix> qw, ow;
+    std::vector<float*> qy, oy;
+    for (int i = 0; i < count; ++i) {
+      (ggml_batch_type(Ws[i].type) ? qw : ow).push_back(Ws[i]);
+      (ggml_batch_type(Ws[i].type) ? qy : oy).push_back(Ys[i]);
+    }
+    if (!ow.empty()) matmul_multi(ow.data(), oy.data(), static_cast<int>(ow.size()), X, M);
+    std::vector<float*> ys(qw.size());
     for (int64_t m = 0; m < M; ++m) {
-      for (int i = 0; i < count; ++i) ys[i] = Ys[i] + m * Ws[i].rows;
-      matvec_multi(Ws, ys.data(), count, X + m * Ws[0].cols);
+      for (size_t i = 0; i < qw.size(); ++i) ys[i] = qy[i] + m * qw[i].rows;
+      matvec_multi(qw.data(), ys.data(), static_cast<int>(qw.size()), X + m * Ws[0].cols);
     }
     return;
   }

@@ -33,11 +33,15 @@ struct Acc8 {
 template <size_t n, size_t per>
 HWY_INLINE void Lanes(const int8_t* HWY_RESTRICT w, const int8_t* HWY_RESTRICT a, const int* scales,
                       int32_t* HWY_RESTRICT lanes) {
-  for (size_t g = 0; g < n / per; ++g) {
-    int32_t part[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-    for (size_t k = g * per; k < g * per + per; ++k) part[(k % 32) / 4] += int32_t(w[k]) * int32_t(a[k]);
-    const int s = scales ? scales[g] : 1;
-    for (int l = 0; l < 8; ++l) lanes[l] += s * part[l];
+  static_assert(per == 16 || per == 32, "sub-blocks of 16 or 32 values");
+  for (size_t base = 0; base < n; base += 32) {
+    int32_t prod[32];
+    for (size_t i = 0; i < 32; ++i) prod[i] = int32_t(w[base + i]) * int32_t(a[base + i]);
+    for (int l = 0; l < 8; ++l) {
+      const int32_t part = prod[4 * l] + prod[4 * l + 1] + prod[4 * l + 2] + prod[4 * l + 3];
+      const int s = scales == nullptr ? 1 : per == 32 ? scales[base / 32] : scales[base / 16 + (l >= 4)];
+      lanes[l] += s * part;
+    }
   }
 }
 
@@ -53,12 +57,15 @@ HWY_INLINE B LoadBlock(const uint8_t* p) {
 
 // Weight values of one block as int8 (offsets applied where ggml applies them
 // to the weights: Q4_0 -8, Q5_0 -16, Q3_K -4, Q6_K -32, IQ4 table).
-HWY_INLINE void Values(const BlockQ4_0& b, int8_t* w) {
-  for (size_t k = 0; k < 32; ++k) w[k] = static_cast<int8_t>(Nibble(b.qs, k) - 8);
+// 32 values from 16 bytes of nibbles (low nibbles first), each minus `off`.
+HWY_INLINE void Nibbles(const uint8_t* qs, int off, int8_t* w) {
+  for (size_t l = 0; l < 16; ++l) {
+    w[l] = static_cast<int8_t>((qs[l] & 15) - off);
+    w[16 + l] = static_cast<int8_t>((qs[l] >> 4) - off);
+  }
 }
-HWY_INLINE void Values(const BlockQ4_1& b, int8_t* w) {
-  for (size_t k = 0; k < 32; ++k) w[k] = static_cast<int8_t>(Nibble(b.qs, k));
-}
+HWY_INLINE void Values(const BlockQ4_0& b, int8_t* w) { Nibbles(b.qs, 8, w); }
+HWY_INLINE void Values(const BlockQ4_1& b, int8_t* w) { Nibbles(b.qs, 0, w); }
 HWY_INLINE void Values(const BlockQ5_0& b, int8_t* w) {
   uint32_t qh;
   std::memcpy(&qh, b.qh, 4);
@@ -70,9 +77,13 @@ HWY_INLINE void Values(const BlockQ5_1& b, int8_t* w) {
   for (size_t k = 0; k < 32; ++k) w[k] = static_cast<int8_t>(Nibble(b.qs, k) | int((qh >> k) & 1) << 4);
 }
 HWY_INLINE void Values(const BlockQ8_0& b, int8_t* w) { std::memcpy(w, b.qs, 32); }
-HWY_INLINE void Values(const BlockIQ4_NL& b, int8_t* w) {
-  for (size_t k = 0; k < 32; ++k) w[k] = kIQ4NLValues[Nibble(b.qs, k)];
+HWY_INLINE void Table(const uint8_t* qs, int8_t* w) {
+  for (size_t l = 0; l < 16; ++l) {
+    w[l] = kIQ4NLValues[qs[l] & 15];
+    w[16 + l] = kIQ4NLValues[qs[l] >> 4];
+  }
 }
+HWY_INLINE void Values(const BlockIQ4_NL& b, int8_t* w) { Table(b.qs, w); }
 
 // Blocks of 32 against Q8_0: acc += (d_w * d_a) * lanes.
 template <class B>
@@ -119,7 +130,11 @@ HWY_INLINE float DotQ2K(const uint8_t* row, const BlockQ8_K* a, size_t nb) {
     }
     acc.fma(dmin, mins);
     for (int j = 0; j < 16; ++j) sc[j] = b.scales[j] & 15;
-    for (size_t k = 0; k < kQK; ++k) w[k] = static_cast<int8_t>((b.qs[32 * (k / 128) + k % 32] >> (2 * ((k % 128) / 32))) & 3);
+    for (size_t h = 0; h < 2; ++h) {
+      for (int sh = 0; sh < 4; ++sh) {
+        for (size_t l = 0; l < 32; ++l) w[128 * h + 32 * sh + l] = static_cast<int8_t>((b.qs[32 * h + l] >> (2 * sh)) & 3);
+      }
+    }
     int32_t lanes[8] = {0, 0, 0, 0, 0, 0, 0, 0};
     Lanes<kQK, 16>(w, a[i].qs, sc, lanes);
     acc.fma(d, lanes);
@@ -135,9 +150,14 @@ HWY_INLINE float DotQ3K(const uint8_t* row, const BlockQ8_K* a, size_t nb) {
     const BlockQ3_K b = LoadBlock<BlockQ3_K>(row + i * sizeof(BlockQ3_K));
     const float d = a[i].d * H(b.d);
     for (int j = 0; j < 16; ++j) sc[j] = q3k_scale(b.scales, j);
-    for (size_t k = 0; k < kQK; ++k) {
-      const int low = (b.qs[32 * (k / 128) + k % 32] >> (2 * ((k % 128) / 32))) & 3;
-      w[k] = static_cast<int8_t>(low - ((b.hmask[k % 32] >> (k / 32)) & 1 ? 0 : 4));
+    for (size_t h = 0; h < 2; ++h) {
+      for (int sh = 0; sh < 4; ++sh) {
+        const int bit = 4 * int(h) + sh;
+        for (size_t l = 0; l < 32; ++l) {
+          const int low = (b.qs[32 * h + l] >> (2 * sh)) & 3;
+          w[128 * h + 32 * sh + l] = static_cast<int8_t>(low - 4 + 4 * ((b.hmask[l] >> bit) & 1));
+        }
+      }
     }
     int32_t lanes[8] = {0, 0, 0, 0, 0, 0, 0, 0};
     Lanes<kQK, 16>(w, a[i].qs, sc, lanes);
@@ -174,10 +194,17 @@ HWY_INLINE float DotK4(const uint8_t* row, const BlockQ8_K* a, size_t nb) {
     } else {
       for (int p = 0; p < 4; ++p) accm[p] = std::fma(dmin, static_cast<float>(msum[2 * p] + msum[2 * p + 1]), accm[p]);
     }
-    for (size_t k = 0; k < kQK; ++k) {
-      int q = (b.qs[32 * (k / 64) + k % 32] >> (4 * ((k % 64) / 32))) & 15;
-      if constexpr (kFifth) q |= ((b.qh[k % 32] >> (k / 32)) & 1) << 4;
-      w[k] = static_cast<int8_t>(q);
+    for (size_t c = 0; c < 4; ++c) {
+      for (size_t l = 0; l < 32; ++l) {
+        const int q = b.qs[32 * c + l];
+        int lo = q & 15, hi = q >> 4;
+        if constexpr (kFifth) {
+          lo |= ((b.qh[l] >> (2 * c)) & 1) << 4;
+          hi |= ((b.qh[l] >> (2 * c + 1)) & 1) << 4;
+        }
+        w[64 * c + l] = static_cast<int8_t>(lo);
+        w[64 * c + 32 + l] = static_cast<int8_t>(hi);
+      }
     }
     int32_t lanes[8] = {0, 0, 0, 0, 0, 0, 0, 0};
     Lanes<kQK, 32>(w, a[i].qs, sc, lanes);
@@ -195,10 +222,14 @@ HWY_INLINE float DotQ6K(const uint8_t* row, const BlockQ8_K* a, size_t nb) {
     const BlockQ6_K b = LoadBlock<BlockQ6_K>(row + i * sizeof(BlockQ6_K));
     const float d = a[i].d * H(b.d);
     for (int j = 0; j < 16; ++j) sc[j] = b.scales[j];
-    for (size_t k = 0; k < kQK; ++k) {
-      const size_t h = k / 128, r = k % 128;
-      w[k] = static_cast<int8_t>((((b.ql[64 * h + r % 64] >> (4 * (r / 64))) & 15) |
-                                  ((b.qh[32 * h + r % 32] >> (2 * (r / 32))) & 3) << 4) - 32);
+    for (size_t h = 0; h < 2; ++h) {
+      for (size_t l = 0; l < 32; ++l) {
+        const int q0 = b.ql[64 * h + l], q1 = b.ql[64 * h + 32 + l], qh = b.qh[32 * h + l];
+        w[128 * h + l] = static_cast<int8_t>(((q0 & 15) | (qh & 3) << 4) - 32);
+        w[128 * h + 32 + l] = static_cast<int8_t>(((q1 & 15) | ((qh >> 2) & 3) << 4) - 32);
+        w[128 * h + 64 + l] = static_cast<int8_t>(((q0 >> 4) | ((qh >> 4) & 3) << 4) - 32);
+        w[128 * h + 96 + l] = static_cast<int8_t>(((q1 >> 4) | ((qh >> 6) & 3) << 4) - 32);
+      }
     }
     int32_t lanes[8] = {0, 0, 0, 0, 0, 0, 0, 0};
     Lanes<kQK, 16>(w, a[i].qs, sc, lanes);
@@ -214,7 +245,7 @@ HWY_INLINE float DotIQ4XS(const uint8_t* row, const BlockQ8_K* a, size_t nb) {
   for (size_t i = 0; i < nb; ++i) {
     const BlockIQ4_XS b = LoadBlock<BlockIQ4_XS>(row + i * sizeof(BlockIQ4_XS));
     for (int j = 0; j < 8; ++j) sc[j] = iq4xs_scale(b, j);
-    for (size_t k = 0; k < kQK; ++k) w[k] = kIQ4NLValues[Nibble(b.qs + 16 * (k / 32), k % 32)];
+    for (size_t j = 0; j < 8; ++j) Table(b.qs + 16 * j, w + 32 * j);
     int32_t lanes[8] = {0, 0, 0, 0, 0, 0, 0, 0};
     Lanes<kQK, 32>(w, a[i].qs, sc, lanes);
     acc.fma(H(b.d) * a[i].d, lanes);
