@@ -680,8 +680,9 @@ namespace detail {
 namespace {
 Q8Dot g_q8_mode = Q8Dot::kInt8;
 // Indexed by DType.
-size_t g_prefetch_bytes[4] = {kDefaultMatvecPrefetchBytes, kDefaultMatvecPrefetchBytes, kDefaultMatvecPrefetchBytes,
-                              kDefaultMatvecPrefetchBytesQ8};
+// (The block types of kernels/quant take theirs from the hardware prefetcher for now.)
+size_t g_prefetch_bytes[kDTypeCount] = {kDefaultMatvecPrefetchBytes, kDefaultMatvecPrefetchBytes,
+                                        kDefaultMatvecPrefetchBytes, kDefaultMatvecPrefetchBytesQ8};
 }  // namespace
 
 bool go_parallel(size_t bytes) {
@@ -692,11 +693,11 @@ Q8Dot q8_matvec_mode() { return g_q8_mode; }
 void set_q8_matvec_mode(Q8Dot mode) { g_q8_mode = mode; }
 
 size_t matvec_prefetch_bytes(DType t) {
-  QKV_CHECK(static_cast<int>(t) >= 0 && static_cast<int>(t) <= 3, "unknown dtype ", static_cast<int>(t));
+  QKV_CHECK(static_cast<int>(t) >= 0 && static_cast<int>(t) < kDTypeCount, "unknown dtype ", static_cast<int>(t));
   return g_prefetch_bytes[static_cast<int>(t)];
 }
 void set_matvec_prefetch_bytes(DType t, size_t bytes) {
-  QKV_CHECK(static_cast<int>(t) >= 0 && static_cast<int>(t) <= 3, "unknown dtype ", static_cast<int>(t));
+  QKV_CHECK(static_cast<int>(t) >= 0 && static_cast<int>(t) < kDTypeCount, "unknown dtype ", static_cast<int>(t));
   QKV_CHECK(bytes <= (size_t{1} << 20), "matvec prefetch distance ", bytes, " bytes is implausible (max 1 MB)");
   g_prefetch_bytes[static_cast<int>(t)] = bytes;
 }
