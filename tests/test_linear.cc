@@ -334,7 +334,7 @@ TEST_CASE("matvec software prefetch changes no result, at any distance") {
     }
   }
   CHECK_THROWS_AS(detail::set_matvec_prefetch_bytes(DType::F16, (size_t{1} << 20) + 1), Error);
-  CHECK_THROWS_AS(detail::set_matvec_prefetch_bytes(static_cast<DType>(9), 0), Error);
+  CHECK_THROWS_AS(detail::set_matvec_prefetch_bytes(static_cast<DType>(kDTypeCount), 0), Error);
   for (DType t : kAllTypes) detail::set_matvec_prefetch_bytes(t, saved_prefetch[static_cast<int>(t)]);
   detail::set_q8_matvec_mode(saved_mode);
 }
