@@ -71,7 +71,25 @@ Weights make_weights(DType t, int64_t rows, int64_t cols, size_t min_total) {
   const size_t n = std::max<size_t>(1, (min_total + w.bytes() - 1) / w.bytes());
   w.copies.reserve(std::max<size_t>(1, (min_total + w.bytes() - 1) / w.bytes()));
   w.copies.emplace_back(w.bytes());
-  for (int64_t r = 0; r < rows; ++r) {
+  if (dtype_is_quantized(t) && t != DType::Q8_0) {
+    // ggml block types (no encoder here): random bits with every f16 scale
+    // field set to 0.01; the speed does not depend on the values.
+    struct { DType t; size_t at[2]; } kScales[] = {
+        {DType::Q4_0, {0, 0}}, {DType::Q4_1, {0, 2}},  {DType::Q5_0, {0, 0}},   {DType::Q5_1, {0, 2}},
+        {DType::Q2_K, {80, 82}}, {DType::Q3_K, {108, 108}}, {DType::Q4_K, {0, 2}}, {DType::Q5_K, {0, 2}},
+        {DType::Q6_K, {208, 208}}, {DType::IQ4_NL, {0, 0}}, {DType::IQ4_XS, {0, 0}}};
+    uint8_t* p = w.copies[0].data();
+    for (size_t i = 0; i < w.bytes(); ++i) p[i] = static_cast<uint8_t>(rng());
+    const uint16_t d = f32_to_f16(0.01f);
+    for (const auto& s : kScales) {
+      if (s.t != t) continue;
+      for (size_t off = 0; off < w.bytes(); off += dtype_block_bytes(t)) {
+        std::memcpy(p + off + s.at[0], &d, 2);
+        std::memcpy(p + off + s.at[1], &d, 2);
+      }
+    }
+  }
+  for (int64_t r = 0; r < rows && !(dtype_is_quantized(t) && t != DType::Q8_0); ++r) {
     for (auto& v : row) v = u(rng);
     encode_row(t, row.data(), size_t(cols), w.copies[0].data() + r * rb);
   }
@@ -195,6 +213,16 @@ void prefetch_sweep_args(benchmark::internal::Benchmark* b) {
 }
 
 int register_all() {
+  // ggml block types (kernels/quant/vec_dot): decode matvec rows, bytes/s of their weights.
+  for (DType t : {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q2_K, DType::Q3_K, DType::Q4_K,
+                  DType::Q5_K, DType::Q6_K, DType::IQ4_NL, DType::IQ4_XS}) {
+    for (const auto& s : {kMatvecShapes[4], kMatvecShapes[5]}) {
+      const std::string shape = std::to_string(s.rows) + "x" + std::to_string(s.cols);
+      benchmark::RegisterBenchmark(("matvec/" + std::string(dtype_name(t)) + "/" + shape).c_str(), BM_matvec, t,
+                                   s.rows, s.cols, false, detail::q8_matvec_mode())
+          ->Args({1, 0})->Args({2, 0})->UseRealTime();
+    }
+  }
   for (DType t : kTypes) {
     for (const auto& s : kMatvecShapes) {
       const std::string shape = std::to_string(s.rows) + "x" + std::to_string(s.cols);

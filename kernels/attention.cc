@@ -1398,6 +1398,7 @@ void Run(const Call& c) {
     case DType::F16: return RunTyped<DType::F16>(c);
     case DType::BF16: return RunTyped<DType::BF16>(c);
     case DType::Q8_0: return RunTyped<DType::Q8_0>(c);
+    default: break;  // KV caches hold only the four types above (kv_cache.cc checks)
   }
 }
 

@@ -4,18 +4,20 @@
 #include <cctype>
 
 #include "kernels/error.h"
+#include "kernels/quant/dequant.h"
 
 namespace qkv {
 
 bool parse_dtype(const std::string& name, DType* out) {
   std::string s = name;
   std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
-  if (s == "f32") *out = DType::F32;
-  else if (s == "f16") *out = DType::F16;
-  else if (s == "bf16") *out = DType::BF16;
-  else if (s == "q8_0") *out = DType::Q8_0;
-  else return false;
-  return true;
+  for (int i = 0; i < kDTypeCount; ++i) {
+    if (s == kDTypeInfo[i].name) {
+      *out = static_cast<DType>(i);
+      return true;
+    }
+  }
+  return false;
 }
 
 void encode_row(DType t, const float* src, size_t n, void* dst) {
@@ -40,6 +42,8 @@ void encode_row(DType t, const float* src, size_t n, void* dst) {
       for (size_t i = 0; i < n / kQ8BlockSize; ++i) quantize_q8_0_block(src + i * kQ8BlockSize, b + i);
       return;
     }
+    default:
+      fail("encode_row: no encoder for ", dtype_name(t), " here (block quantizers live with `qkv quantize`)");
   }
 }
 
@@ -59,11 +63,9 @@ void decode_row(DType t, const void* src, size_t n, float* dst) {
       for (size_t i = 0; i < n; ++i) dst[i] = bf16_to_f32(h[i]);
       return;
     }
-    case DType::Q8_0: {
-      const auto* b = static_cast<const BlockQ8_0*>(src);
-      for (size_t i = 0; i < n / kQ8BlockSize; ++i) dequantize_q8_0_block(b[i], dst + i * kQ8BlockSize);
+    default:
+      dequantize_row(t, src, n, dst);
       return;
-    }
   }
 }
 

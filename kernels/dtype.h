@@ -8,6 +8,7 @@
 //         DemoteTo truncates, so we round ourselves): 1.005859375 -> 1.0078125.
 //   Q8_0  GGUF's block of 32: an f16 scale d then 32 int8 q; value = d * q.
 //         34 bytes per block; a row of n values needs n % 32 == 0.
+//   Q4_0 ... IQ4_XS  ggml's block types (kernels/quant/blocks.h).
 #pragma once
 
 #include <cmath>
@@ -16,37 +17,76 @@
 #include <cstring>
 #include <string>
 
+#include "kernels/quant/blocks.h"
+
 namespace qkv {
 
-enum class DType : int { F32 = 0, F16 = 1, BF16 = 2, Q8_0 = 3 };
+// Weight/KV element types. The numbering is qkv's own (stable); GGUF files use
+// ggml's type ids, mapped by dtype_from_ggml / dtype_ggml_id. The block layouts
+// of the quantized types are in kernels/quant/blocks.h.
+enum class DType : int {
+  F32 = 0, F16 = 1, BF16 = 2, Q8_0 = 3,
+  Q4_0 = 4, Q4_1 = 5, Q5_0 = 6, Q5_1 = 7,
+  Q2_K = 8, Q3_K = 9, Q4_K = 10, Q5_K = 11, Q6_K = 12,
+  IQ4_NL = 13, IQ4_XS = 14,
+};
+constexpr int kDTypeCount = 15;
 
+struct DTypeInfo {
+  const char* name;       // lower case, as flags take it ("q4_k")
+  const char* ggml_name;  // ggml's spelling ("Q4_K")
+  uint32_t ggml_id;       // ggml_type / GGUF tensor type id
+  size_t block_values;    // values per storage block
+  size_t block_bytes;     // bytes per storage block
+};
+
+// Indexed by DType.
+constexpr DTypeInfo kDTypeInfo[kDTypeCount] = {
+    {"f32", "F32", 0, 1, 4},
+    {"f16", "F16", 1, 1, 2},
+    {"bf16", "BF16", 30, 1, 2},
+    {"q8_0", "Q8_0", 8, 32, sizeof(BlockQ8_0)},
+    {"q4_0", "Q4_0", 2, 32, sizeof(BlockQ4_0)},
+    {"q4_1", "Q4_1", 3, 32, sizeof(BlockQ4_1)},
+    {"q5_0", "Q5_0", 6, 32, sizeof(BlockQ5_0)},
+    {"q5_1", "Q5_1", 7, 32, sizeof(BlockQ5_1)},
+    {"q2_k", "Q2_K", 10, kQK, sizeof(BlockQ2_K)},
+    {"q3_k", "Q3_K", 11, kQK, sizeof(BlockQ3_K)},
+    {"q4_k", "Q4_K", 12, kQK, sizeof(BlockQ4_K)},
+    {"q5_k", "Q5_K", 13, kQK, sizeof(BlockQ5_K)},
+    {"q6_k", "Q6_K", 14, kQK, sizeof(BlockQ6_K)},
+    {"iq4_nl", "IQ4_NL", 20, 32, sizeof(BlockIQ4_NL)},
+    {"iq4_xs", "IQ4_XS", 23, kQK, sizeof(BlockIQ4_XS)},
+};
+
+constexpr const DTypeInfo& dtype_info(DType t) { return kDTypeInfo[static_cast<int>(t)]; }
 inline const char* dtype_name(DType t) {
-  switch (t) {
-    case DType::F32: return "f32";
-    case DType::F16: return "f16";
-    case DType::BF16: return "bf16";
-    case DType::Q8_0: return "q8_0";
+  return static_cast<unsigned>(t) < unsigned(kDTypeCount) ? dtype_info(t).name : "?";
+}
+// Whether values are stored in multi-value blocks (everything but F32/F16/BF16).
+constexpr bool dtype_is_quantized(DType t) { return dtype_info(t).block_values > 1; }
+// ggml's type id of t.
+constexpr uint32_t dtype_ggml_id(DType t) { return dtype_info(t).ggml_id; }
+// The DType of a ggml type id; false for ids qkv does not compute with.
+inline bool dtype_from_ggml(uint32_t ggml_id, DType* out) {
+  for (int i = 0; i < kDTypeCount; ++i) {
+    if (kDTypeInfo[i].ggml_id == ggml_id) {
+      *out = static_cast<DType>(i);
+      return true;
+    }
   }
-  return "?";
+  return false;
 }
 
-// Parses "f32", "f16", "bf16", "q8_0" (also upper case); false if unknown.
+// Parses a type name, case-insensitive ("f32", "Q4_K", "iq4_xs", ...); false if unknown.
 bool parse_dtype(const std::string& name, DType* out);
 
 constexpr size_t kQ8BlockSize = 32;
 
-struct BlockQ8_0 {
-  uint16_t d;  // f16 scale
-  int8_t qs[kQ8BlockSize];
-};
-static_assert(sizeof(BlockQ8_0) == 34, "Q8_0 block must be 34 bytes as in GGUF");
-
-// Values per storage block: 32 for Q8_0, 1 otherwise.
-constexpr size_t dtype_block_values(DType t) { return t == DType::Q8_0 ? kQ8BlockSize : 1; }
+// Values per storage block: 32 or 256 for the block types, 1 otherwise.
+constexpr size_t dtype_block_values(DType t) { return dtype_info(t).block_values; }
 // Bytes per storage block.
-constexpr size_t dtype_block_bytes(DType t) {
-  return t == DType::F32 ? 4 : t == DType::Q8_0 ? sizeof(BlockQ8_0) : 2;
-}
+constexpr size_t dtype_block_bytes(DType t) { return dtype_info(t).block_bytes; }
 // Whether a row of n values can be stored in this type.
 constexpr bool dtype_row_ok(DType t, size_t n) { return n % dtype_block_values(t) == 0; }
 // Bytes of a row of n values (n must satisfy dtype_row_ok).

@@ -26,6 +26,7 @@
 
 #include "kernels/error.h"
 #include "kernels/linear_internal.h"
+#include "kernels/quant/vec_dot.h"
 #include "kernels/team.h"
 
 #undef HWY_TARGET_INCLUDE
@@ -359,6 +360,7 @@ void MatvecRange(const Matrix& W, const float* x, const int16_t* xq, const float
     case DType::F16: return MatvecRangePrefetch<DType::F16>(W, x, qp, prefetch, y, r0, r1);
     case DType::BF16: return MatvecRangePrefetch<DType::BF16>(W, x, qp, prefetch, y, r0, r1);
     case DType::Q8_0: return MatvecRangePrefetch<DType::Q8_0>(W, x, qp, prefetch, y, r0, r1);
+    default: break;  // check_matrix admits only the four types above
   }
 }
 
@@ -399,6 +401,7 @@ void DecodeRows(const Matrix& W, int64_t r0, int64_t r1, float* out) {
       case DType::F16: DecodeRowT<DType::F16>(row, cols, o); break;
       case DType::BF16: DecodeRowT<DType::BF16>(row, cols, o); break;
       case DType::Q8_0: DecodeRowT<DType::Q8_0>(row, cols, o); break;
+      default: decode_row(W.type, row, cols, o); break;
     }
   }
 }
@@ -467,7 +470,7 @@ constexpr int64_t kRowBlock = 4;
 
 void check_matrix(const Matrix& W, const char* what) {
   QKV_CHECK(W.rows >= 0 && W.cols >= 0, what, ": negative shape ", W.rows, "x", W.cols);
-  QKV_CHECK(static_cast<int>(W.type) >= 0 && static_cast<int>(W.type) <= 3, what, ": unknown dtype ",
+  QKV_CHECK(static_cast<int>(W.type) >= 0 && static_cast<int>(W.type) < kDTypeCount, what, ": unknown dtype ",
             static_cast<int>(W.type));
   QKV_CHECK(dtype_row_ok(W.type, static_cast<size_t>(W.cols)), what, ": ", W.cols, " columns cannot be ",
             dtype_name(W.type), " rows (needs a multiple of ", dtype_block_values(W.type), ")");
@@ -482,6 +485,32 @@ size_t weight_bytes(const Matrix& W) {
 }
 
 using detail::BlockQueue;
+
+// Types whose matvec is kernels/quant/vec_dot (ggml's block arithmetic on
+// quantized activations); F32/F16/BF16/Q8_0 have the kernels of this file.
+bool ggml_dot_type(DType t) { return dtype_is_quantized(t) && t != DType::Q8_0; }
+// Batches (prefill, batched decode) of every block type, Q8_0 included, go
+// input by input through ggml's arithmetic (quantized activations), as
+// llama.cpp computes them: the same logits as llama.cpp's in every phase.
+bool ggml_batch_type(DType t) { return dtype_is_quantized(t); }
+
+// x quantized once per activation block type that the matrices need.
+struct QuantizedActivations {
+  std::vector<uint8_t> buf[3];  // indexed by ActType
+  const void* for_type(DType t) const { return buf[static_cast<int>(act_type(t))].data(); }
+  void prepare(const Matrix* Ws, int count, const float* x) {
+    bool done[3] = {false, false, false};
+    for (int i = 0; i < count; ++i) {
+      if (!ggml_dot_type(Ws[i].type)) continue;
+      const int a = static_cast<int>(act_type(Ws[i].type));
+      if (done[a]) continue;
+      const size_t cols = static_cast<size_t>(Ws[i].cols);
+      buf[a].resize(act_bytes(Ws[i].type, cols));
+      quantize_activation(Ws[i].type, x, cols, buf[a].data());
+      done[a] = true;
+    }
+  }
+};
 
 
 }  // namespace
@@ -524,6 +553,8 @@ void matvec_multi(const Matrix* Ws, float* const* ys, int count, const float* x)
     xq8_buf.resize(cols);
     corr_buf.resize(cols / 4);
     detail::quantize_x_q8(x, cols, xq_buf.data(), xq8_buf.data(), xd_buf.data());
+    // The activation scale as ggml stores it in its Q8_0 blocks: f16.
+    for (float& d : xd_buf) d = f16_to_f32(f32_to_f16(d));
     for (size_t i = 0; i < cols / 4; ++i) {
       corr_buf[i] = -128 * (xq_buf[4 * i] + xq_buf[4 * i + 1] + xq_buf[4 * i + 2] + xq_buf[4 * i + 3]);
     }
@@ -532,6 +563,9 @@ void matvec_multi(const Matrix* Ws, float* const* ys, int count, const float* x)
     xq8 = xq8_buf.data();
     xcorr = corr_buf.data();
   }
+  static thread_local QuantizedActivations xa_buf;
+  xa_buf.prepare(Ws, count, x);
+  const QuantizedActivations& xa = xa_buf;  // the caller's copy, read by every thread
   auto* const kernel = HWY_DYNAMIC_DISPATCH(MatvecRange);
   // The matrices' row blocks form one sequence, handed out in shrinking ranges.
   const int64_t min_blocks = std::max<int64_t>(
@@ -543,7 +577,12 @@ void matvec_multi(const Matrix* Ws, float* const* ys, int count, const float* x)
       for (int i = 0; i < count && first < b1; ++i) {
         const int64_t nb = (Ws[i].rows + kRowBlock - 1) / kRowBlock;
         const int64_t lo = std::max(b0, first), hi = std::min(b1, first + nb);
-        if (lo < hi) {
+        if (lo < hi && ggml_dot_type(Ws[i].type)) {
+          const int64_t r0 = (lo - first) * kRowBlock, r1 = std::min(Ws[i].rows, (hi - first) * kRowBlock);
+          const size_t cols = static_cast<size_t>(Ws[i].cols);
+          quant_dot_rows(Ws[i].type, static_cast<const uint8_t*>(Ws[i].data) + r0 * dtype_row_bytes(Ws[i].type, cols),
+                         cols, xa.for_type(Ws[i].type), ys[i] + r0, static_cast<size_t>(r1 - r0));
+        } else if (lo < hi) {
           kernel(Ws[i], x, xq, xd, xq8, xcorr, detail::matvec_prefetch_bytes(Ws[i].type), ys[i],
                  (lo - first) * kRowBlock, std::min(Ws[i].rows, (hi - first) * kRowBlock));
         }
@@ -560,6 +599,7 @@ void matmul(const Matrix& W, const float* X, int64_t M, float* Y) {
   QKV_CHECK(X != nullptr || W.cols == 0, "matmul: null input");
   QKV_CHECK(Y != nullptr, "matmul: null output");
   if (M == 1) return matvec(W, X, Y);
+  if (ggml_batch_type(W.type)) return matmul_multi(&W, &Y, 1, X, M);
   if (M > kMatmulSmallMaxM && !omp_in_parallel() && current_team() == nullptr && W.cols > 0) {
     return detail::matmul_onednn(W, X, M, Y);
   }
@@ -579,6 +619,26 @@ void matmul_multi(const Matrix* Ws, float* const* Ys, int count, const float* X,
     QKV_CHECK(Ys[i] != nullptr || Ws[i].rows == 0, "matmul: null output for matrix ", i);
   }
   QKV_CHECK(X != nullptr || Ws[0].cols == 0, "matmul: null input");
+  bool any_ggml = false;
+  for (int i = 0; i < count; ++i) any_ggml |= ggml_batch_type(Ws[i].type);
+  if (any_ggml) {
+    // Block types: ggml's arithmetic at every batch size, each input quantized
+    // and dotted as in decode (llama.cpp's logits in prefill and batches too).
+    // The other matrices take their usual path.
+    std::vector<Matrix> qw, ow;
+    std::vector<float*> qy, oy;
+    for (int i = 0; i < count; ++i) {
+      (ggml_batch_type(Ws[i].type) ? qw : ow).push_back(Ws[i]);
+      (ggml_batch_type(Ws[i].type) ? qy : oy).push_back(Ys[i]);
+    }
+    if (!ow.empty()) matmul_multi(ow.data(), oy.data(), static_cast<int>(ow.size()), X, M);
+    std::vector<float*> ys(qw.size());
+    for (int64_t m = 0; m < M; ++m) {
+      for (size_t i = 0; i < qw.size(); ++i) ys[i] = qy[i] + m * qw[i].rows;
+      matvec_multi(qw.data(), ys.data(), static_cast<int>(qw.size()), X + m * Ws[0].cols);
+    }
+    return;
+  }
   if (M <= kMatmulSmallMaxM) return detail::matmul_small_multi(Ws, Ys, count, X, M);
   if (!omp_in_parallel() && current_team() == nullptr) {
     for (int i = 0; i < count; ++i) matmul(Ws[i], X, M, Ys[i]);
@@ -620,8 +680,9 @@ namespace detail {
 namespace {
 Q8Dot g_q8_mode = Q8Dot::kInt8;
 // Indexed by DType.
-size_t g_prefetch_bytes[4] = {kDefaultMatvecPrefetchBytes, kDefaultMatvecPrefetchBytes, kDefaultMatvecPrefetchBytes,
-                              kDefaultMatvecPrefetchBytesQ8};
+// (The block types of kernels/quant take theirs from the hardware prefetcher for now.)
+size_t g_prefetch_bytes[kDTypeCount] = {kDefaultMatvecPrefetchBytes, kDefaultMatvecPrefetchBytes,
+                                        kDefaultMatvecPrefetchBytes, kDefaultMatvecPrefetchBytesQ8};
 }  // namespace
 
 bool go_parallel(size_t bytes) {
@@ -632,11 +693,11 @@ Q8Dot q8_matvec_mode() { return g_q8_mode; }
 void set_q8_matvec_mode(Q8Dot mode) { g_q8_mode = mode; }
 
 size_t matvec_prefetch_bytes(DType t) {
-  QKV_CHECK(static_cast<int>(t) >= 0 && static_cast<int>(t) <= 3, "unknown dtype ", static_cast<int>(t));
+  QKV_CHECK(static_cast<int>(t) >= 0 && static_cast<int>(t) < kDTypeCount, "unknown dtype ", static_cast<int>(t));
   return g_prefetch_bytes[static_cast<int>(t)];
 }
 void set_matvec_prefetch_bytes(DType t, size_t bytes) {
-  QKV_CHECK(static_cast<int>(t) >= 0 && static_cast<int>(t) <= 3, "unknown dtype ", static_cast<int>(t));
+  QKV_CHECK(static_cast<int>(t) >= 0 && static_cast<int>(t) < kDTypeCount, "unknown dtype ", static_cast<int>(t));
   QKV_CHECK(bytes <= (size_t{1} << 20), "matvec prefetch distance ", bytes, " bytes is implausible (max 1 MB)");
   g_prefetch_bytes[static_cast<int>(t)] = bytes;
 }

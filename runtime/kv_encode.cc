@@ -108,6 +108,7 @@ void EncodeRows(int type, const float* src, int64_t src_stride, int64_t n, int64
       case DType::F16: RowF16(x, dd, reinterpret_cast<uint16_t*>(y)); break;
       case DType::BF16: RowBF16(x, dd, reinterpret_cast<uint16_t*>(y)); break;
       case DType::Q8_0: RowQ8(x, dd, reinterpret_cast<BlockQ8_0*>(y)); break;
+      default: break;  // KV caches hold only the four types above (kv_cache.cc checks)
     }
   }
 }

@@ -33,14 +33,11 @@ constexpr int64_t kMaxLayers = 4096;
 
 size_t natural_alignment(DType t) { return t == DType::F32 ? 4 : 2; }
 
-bool dtype_from_ggml(uint32_t ggml, DType* out) {
-  switch (ggml) {
-    case ggml_type::F32: *out = DType::F32; return true;
-    case ggml_type::F16: *out = DType::F16; return true;
-    case ggml_type::BF16: *out = DType::BF16; return true;
-    case ggml_type::Q8_0: *out = DType::Q8_0; return true;
-    default: return false;
-  }
+// "F32, F16, ..., IQ4_XS": every type qkv computes with.
+std::string supported_types() {
+  std::string s;
+  for (int i = 0; i < kDTypeCount; ++i) s += std::string(i ? ", " : "") + kDTypeInfo[i].ggml_name;
+  return s;
 }
 
 }  // namespace
@@ -139,7 +136,7 @@ class GGUFModelReader {
     DType type;
     if (!dtype_from_ggml(t.type, &type)) {
       fail("GGUF file '", g_.path(), "': tensor '", t.name, "' has type ", ggml_type_name(t.type),
-           ", which qkv cannot compute with (supported: F32, F16, BF16, Q8_0)");
+           ", which qkv cannot compute with (supported: ", supported_types(), ")");
     }
     Matrix m{t.data, type, rows, cols};
     const uint64_t bytes = uint64_t(rows) * dtype_row_bytes(type, size_t(cols));

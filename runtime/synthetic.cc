@@ -53,15 +53,7 @@ struct Planned {
   uint64_t offset;
 };
 
-uint32_t ggml_of(DType t) {
-  switch (t) {
-    case DType::F32: return ggml_type::F32;
-    case DType::F16: return ggml_type::F16;
-    case DType::BF16: return ggml_type::BF16;
-    case DType::Q8_0: return ggml_type::Q8_0;
-  }
-  return ggml_type::F32;
-}
+uint32_t ggml_of(DType t) { return dtype_ggml_id(t); }
 
 uint64_t matrix_bytes(const Matrix& m) { return uint64_t(m.rows) * dtype_row_bytes(m.type, size_t(m.cols)); }
 

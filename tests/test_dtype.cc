@@ -2,7 +2,9 @@
 // Scalar element-type conversions: the contract every SIMD path is checked against.
 #include <doctest/doctest.h>
 
+#include <cctype>
 #include <cmath>
+#include <string>
 #include <limits>
 #include <vector>
 
@@ -95,4 +97,40 @@ TEST_CASE("row encode/decode agree with the block functions and reject bad lengt
   std::vector<uint8_t> buf(100);
   CHECK_THROWS_WITH(encode_row(DType::Q8_0, x.data(), 40, buf.data()),
                     doctest::Contains("cannot be stored as q8_0"));
+}
+
+TEST_CASE("type table: ggml ids, block sizes and names") {
+  struct Want { DType t; uint32_t id; size_t values, bytes; const char* name; };
+  const Want want[] = {
+      {DType::F32, 0, 1, 4, "f32"},         {DType::F16, 1, 1, 2, "f16"},
+      {DType::BF16, 30, 1, 2, "bf16"},      {DType::Q8_0, 8, 32, 34, "q8_0"},
+      {DType::Q4_0, 2, 32, 18, "q4_0"},     {DType::Q4_1, 3, 32, 20, "q4_1"},
+      {DType::Q5_0, 6, 32, 22, "q5_0"},     {DType::Q5_1, 7, 32, 24, "q5_1"},
+      {DType::Q2_K, 10, 256, 84, "q2_k"},   {DType::Q3_K, 11, 256, 110, "q3_k"},
+      {DType::Q4_K, 12, 256, 144, "q4_k"},  {DType::Q5_K, 13, 256, 176, "q5_k"},
+      {DType::Q6_K, 14, 256, 210, "q6_k"},  {DType::IQ4_NL, 20, 32, 18, "iq4_nl"},
+      {DType::IQ4_XS, 23, 256, 136, "iq4_xs"}};
+  for (const Want& w : want) {
+    CAPTURE(w.name);
+    CHECK(dtype_ggml_id(w.t) == w.id);
+    CHECK(dtype_block_values(w.t) == w.values);
+    CHECK(dtype_block_bytes(w.t) == w.bytes);
+    CHECK(std::string(dtype_name(w.t)) == w.name);
+    DType back;
+    REQUIRE(dtype_from_ggml(w.id, &back));
+    CHECK(back == w.t);
+    std::string upper = w.name;
+    for (auto& c : upper) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+    REQUIRE(parse_dtype(upper, &back));
+    CHECK(back == w.t);
+  }
+  DType t;
+  for (uint32_t id : {4u, 5u, 9u, 15u, 16u, 17u, 18u, 19u, 21u, 22u, 24u, 29u, 34u, 35u, 36u, 1000u}) {
+    CAPTURE(id);
+    CHECK_FALSE(dtype_from_ggml(id, &t));  // Q4_2/Q4_3, Q8_1/Q8_K, IQ1-3, integers, TQ*, out of table
+  }
+  CHECK_FALSE(parse_dtype("q4_2", &t));
+  CHECK(dtype_row_ok(DType::Q4_K, 512));
+  CHECK_FALSE(dtype_row_ok(DType::Q4_K, 288));
+  CHECK(dtype_row_bytes(DType::IQ4_XS, 512) == 272);
 }

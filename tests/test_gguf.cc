@@ -469,15 +469,18 @@ TEST_CASE("model-level GGUF errors: architecture, missing tensors, shapes, types
   rewrite(src, bad, [&](Editable& e) { set_kv(e, "llama.embedding_length", GGUFValue::string("64")); });
   CHECK(throws_with([&] { load_model(bad); }, "must be an integer"));
 
-  // Q4_0 (18-byte blocks of 32) is a valid GGUF tensor type that qkv cannot compute with.
-  std::vector<uint8_t> q4(32 * 64 / 32 * 18);
-  rewrite(src, bad, [&](Editable& e) {
-    Editable::T& t = find_t(e, "blk.1.attn_v.weight");
-    t.type = ggml_type::Q4_0;
-    t.data = q4.data();
-    t.n_bytes = q4.size();
-  });
-  CHECK(throws_with([&] { load_model(bad); }, "tensor 'blk.1.attn_v.weight' has type Q4_0"));
+  // IQ2_XXS is a valid GGUF tensor type that qkv cannot compute with; 200 is
+  // past ggml's type table. Both are refused naming the tensor and the type.
+  std::vector<uint8_t> q2(32 * 64 / 256 * 66);
+  for (const auto& [type, name] : {std::pair<uint32_t, const char*>{16, "IQ2_XXS"}, {200, "unknown type 200"}}) {
+    rewrite(src, bad, [&, type = type](Editable& e) {
+      Editable::T& t = find_t(e, "blk.1.attn_v.weight");
+      t.type = type;
+      t.data = q2.data();
+      t.n_bytes = q2.size();
+    });
+    CHECK(throws_with([&] { load_model(bad); }, std::string("tensor 'blk.1.attn_v.weight' has type ") + name));
+  }
 
   // With general.alignment 1 the tensors land at odd addresses: the loader
   // copies those into aligned memory and the values are unchanged.

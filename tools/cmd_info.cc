@@ -97,8 +97,8 @@ int print_model(const std::string& path) {
   const ModelConfig& c = m.config;
   const bool tied = m.output.data == m.token_embd.data;
 
-  std::map<std::string, int> type_counts;
-  auto count = [&](const Matrix& w) { ++type_counts[dtype_name(w.type)]; };
+  std::map<DType, int> type_counts;
+  auto count = [&](const Matrix& w) { ++type_counts[w.type]; };
   count(m.token_embd);
   count(m.output_norm);
   if (!tied) count(m.output);
@@ -109,7 +109,12 @@ int print_model(const std::string& path) {
     }
   }
   std::string types;
-  for (const auto& tc : type_counts) types += (types.empty() ? "" : ", ") + tc.first + " x" + std::to_string(tc.second);
+  for (const auto& [t, n] : type_counts) {
+    // Bits per weight of the type's storage (a Q4_K block: 144 bytes for 256 values = 4.5).
+    char bpw[32];
+    std::snprintf(bpw, sizeof(bpw), " (%.2f bpw)", 8.0 * double(dtype_block_bytes(t)) / double(dtype_block_values(t)));
+    types += (types.empty() ? "" : ", ") + std::string(dtype_name(t)) + " x" + std::to_string(n) + bpw;
+  }
 
   std::printf("file:            %s\n", path.c_str());
   std::printf("format:          %s\n", format_desc.c_str());
@@ -131,8 +136,9 @@ int print_model(const std::string& path) {
   std::printf("tensor types:    %s\n", types.c_str());
   std::printf("parameters:      %llu (%.1fM)\n", static_cast<unsigned long long>(m.parameter_count()),
               double(m.parameter_count()) * 1e-6);
-  std::printf("weight bytes:    %llu (%s)\n", static_cast<unsigned long long>(m.weight_bytes()),
-              human_bytes(double(m.weight_bytes())).c_str());
+  std::printf("weight bytes:    %llu (%s, %.2f bits per weight)\n", static_cast<unsigned long long>(m.weight_bytes()),
+              human_bytes(double(m.weight_bytes())).c_str(),
+              m.parameter_count() ? 8.0 * double(m.weight_bytes()) / double(m.parameter_count()) : 0.0);
   // Per token: K and V, every layer, n_kv_heads rows of head_dim values.
   std::printf("KV cache per token (K+V, all layers):\n");
   for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q8_0}) {

@@ -1,0 +1,331 @@
+#include "kernels/quant/vec_dot.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "kernels/error.h"
+#include "kernels/quant/activation.h"
+
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "kernels/quant/vec_dot.cc"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+#include "hwy/highway.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace qkv {
+namespace HWY_NAMESPACE {
+
+// 8 f32 lanes, as one AVX2 register of ggml's kernels.
+struct Acc8 {
+  float a[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  HWY_INLINE void fma(float d, const int32_t* lanes) {
+    for (int l = 0; l < 8; ++l) a[l] = std::fma(d, static_cast<float>(lanes[l]), a[l]);
+  }
+  HWY_INLINE float sum() const {
+    float h[4];
+    for (int i = 0; i < 4; ++i) h[i] = a[i + 4] + a[i];
+    return (h[0] + h[2]) + (h[1] + h[3]);
+  }
+};
+
+// lanes[l] += sum over k < n with (k % 32) / 4 == l of sc(k) * w[k] * a[k],
+// sc(k) = scales[k / per] (scales == nullptr: 1).
+template <size_t n, size_t per>
+HWY_INLINE void Lanes(const int8_t* HWY_RESTRICT w, const int8_t* HWY_RESTRICT a, const int* scales,
+                      int32_t* HWY_RESTRICT lanes) {
+  static_assert(per == 16 || per == 32, "sub-blocks of 16 or 32 values");
+  for (size_t base = 0; base < n; base += 32) {
+    int32_t prod[32];
+    for (size_t i = 0; i < 32; ++i) prod[i] = int32_t(w[base + i]) * int32_t(a[base + i]);
+    for (int l = 0; l < 8; ++l) {
+      const int32_t part = prod[4 * l] + prod[4 * l + 1] + prod[4 * l + 2] + prod[4 * l + 3];
+      const int s = scales == nullptr ? 1 : per == 32 ? scales[base / 32] : scales[base / 16 + (l >= 4)];
+      lanes[l] += s * part;
+    }
+  }
+}
+
+HWY_INLINE int Nibble(const uint8_t* qs, size_t k) { return k < 16 ? qs[k] & 15 : qs[k - 16] >> 4; }
+HWY_INLINE float H(uint16_t h) { return f16_to_f32(h); }
+
+template <class B>
+HWY_INLINE B LoadBlock(const uint8_t* p) {
+  B b;
+  std::memcpy(&b, p, sizeof(B));
+  return b;
+}
+
+// Weight values of one block as int8 (offsets applied where ggml applies them
+// to the weights: Q4_0 -8, Q5_0 -16, Q3_K -4, Q6_K -32, IQ4 table).
+// 32 values from 16 bytes of nibbles (low nibbles first), each minus `off`.
+HWY_INLINE void Nibbles(const uint8_t* qs, int off, int8_t* w) {
+  for (size_t l = 0; l < 16; ++l) {
+    w[l] = static_cast<int8_t>((qs[l] & 15) - off);
+    w[16 + l] = static_cast<int8_t>((qs[l] >> 4) - off);
+  }
+}
+HWY_INLINE void Values(const BlockQ4_0& b, int8_t* w) { Nibbles(b.qs, 8, w); }
+HWY_INLINE void Values(const BlockQ4_1& b, int8_t* w) { Nibbles(b.qs, 0, w); }
+HWY_INLINE void Values(const BlockQ5_0& b, int8_t* w) {
+  uint32_t qh;
+  std::memcpy(&qh, b.qh, 4);
+  for (size_t k = 0; k < 32; ++k) w[k] = static_cast<int8_t>((Nibble(b.qs, k) | int((qh >> k) & 1) << 4) - 16);
+}
+HWY_INLINE void Values(const BlockQ5_1& b, int8_t* w) {
+  uint32_t qh;
+  std::memcpy(&qh, b.qh, 4);
+  for (size_t k = 0; k < 32; ++k) w[k] = static_cast<int8_t>(Nibble(b.qs, k) | int((qh >> k) & 1) << 4);
+}
+HWY_INLINE void Values(const BlockQ8_0& b, int8_t* w) { std::memcpy(w, b.qs, 32); }
+HWY_INLINE void Table(const uint8_t* qs, int8_t* w) {
+  for (size_t l = 0; l < 16; ++l) {
+    w[l] = kIQ4NLValues[qs[l] & 15];
+    w[16 + l] = kIQ4NLValues[qs[l] >> 4];
+  }
+}
+HWY_INLINE void Values(const BlockIQ4_NL& b, int8_t* w) { Table(b.qs, w); }
+
+// Blocks of 32 against Q8_0: acc += (d_w * d_a) * lanes.
+template <class B>
+HWY_INLINE float Dot32(const uint8_t* row, const BlockQ8_0* a, size_t nb) {
+  Acc8 acc;
+  int8_t w[32];
+  for (size_t i = 0; i < nb; ++i) {
+    const B b = LoadBlock<B>(row + i * sizeof(B));
+    Values(b, w);
+    int32_t lanes[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    Lanes<32, 32>(w, a[i].qs, nullptr, lanes);
+    acc.fma(H(b.d) * H(a[i].d), lanes);
+  }
+  return acc.sum();
+}
+
+// Q4_1 / Q5_1 against Q8_1: the min term m * s summed in one scalar.
+template <class B>
+HWY_INLINE float Dot32Min(const uint8_t* row, const BlockQ8_1* a, size_t nb) {
+  Acc8 acc;
+  float summs = 0.0f;
+  int8_t w[32];
+  for (size_t i = 0; i < nb; ++i) {
+    const B b = LoadBlock<B>(row + i * sizeof(B));
+    summs = std::fma(H(b.m), H(a[i].s), summs);
+    Values(b, w);
+    int32_t lanes[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    Lanes<32, 32>(w, a[i].qs, nullptr, lanes);
+    acc.fma(H(b.d) * H(a[i].d), lanes);
+  }
+  return acc.sum() + summs;
+}
+
+HWY_INLINE float DotQ2K(const uint8_t* row, const BlockQ8_K* a, size_t nb) {
+  Acc8 acc;
+  int8_t w[kQK];
+  int sc[16];
+  for (size_t i = 0; i < nb; ++i) {
+    const BlockQ2_K b = LoadBlock<BlockQ2_K>(row + i * sizeof(BlockQ2_K));
+    const float d = a[i].d * H(b.d), dmin = -a[i].d * H(b.dmin);
+    int32_t mins[8];
+    for (int l = 0; l < 8; ++l) {
+      mins[l] = (b.scales[2 * l] >> 4) * a[i].bsums[2 * l] + (b.scales[2 * l + 1] >> 4) * a[i].bsums[2 * l + 1];
+    }
+    acc.fma(dmin, mins);
+    for (int j = 0; j < 16; ++j) sc[j] = b.scales[j] & 15;
+    for (size_t h = 0; h < 2; ++h) {
+      for (int sh = 0; sh < 4; ++sh) {
+        for (size_t l = 0; l < 32; ++l) w[128 * h + 32 * sh + l] = static_cast<int8_t>((b.qs[32 * h + l] >> (2 * sh)) & 3);
+      }
+    }
+    int32_t lanes[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    Lanes<kQK, 16>(w, a[i].qs, sc, lanes);
+    acc.fma(d, lanes);
+  }
+  return acc.sum();
+}
+
+HWY_INLINE float DotQ3K(const uint8_t* row, const BlockQ8_K* a, size_t nb) {
+  Acc8 acc;
+  int8_t w[kQK];
+  int sc[16];
+  for (size_t i = 0; i < nb; ++i) {
+    const BlockQ3_K b = LoadBlock<BlockQ3_K>(row + i * sizeof(BlockQ3_K));
+    const float d = a[i].d * H(b.d);
+    for (int j = 0; j < 16; ++j) sc[j] = q3k_scale(b.scales, j);
+    for (size_t h = 0; h < 2; ++h) {
+      for (int sh = 0; sh < 4; ++sh) {
+        const int bit = 4 * int(h) + sh;
+        for (size_t l = 0; l < 32; ++l) {
+          const int low = (b.qs[32 * h + l] >> (2 * sh)) & 3;
+          w[128 * h + 32 * sh + l] = static_cast<int8_t>(low - 4 + 4 * ((b.hmask[l] >> bit) & 1));
+        }
+      }
+    }
+    int32_t lanes[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    Lanes<kQK, 16>(w, a[i].qs, sc, lanes);
+    acc.fma(d, lanes);
+  }
+  return acc.sum();
+}
+
+// Q4_K (fifth == false) and Q5_K: the min terms in 4 f32 lanes (Q4_K) or one
+// f32 (Q5_K), as ggml's two kernels differ there.
+template <class B, bool kFifth>
+HWY_INLINE float DotK4(const uint8_t* row, const BlockQ8_K* a, size_t nb) {
+  Acc8 acc;
+  float accm[4] = {0, 0, 0, 0};
+  float summs = 0.0f;
+  int8_t w[kQK];
+  int sc[8];
+  for (size_t i = 0; i < nb; ++i) {
+    const B b = LoadBlock<B>(row + i * sizeof(B));
+    const float d = a[i].d * H(b.d), dmin = -a[i].d * H(b.dmin);
+    int m[8];
+    for (int j = 0; j < 8; ++j) {
+      uint8_t s, mm;
+      k4_scale_min(b.scales, j, &s, &mm);
+      sc[j] = s;
+      m[j] = mm;
+    }
+    int32_t msum[8];
+    for (int j = 0; j < 8; ++j) msum[j] = m[j] * (a[i].bsums[2 * j] + a[i].bsums[2 * j + 1]);
+    if constexpr (kFifth) {
+      int32_t total = 0;
+      for (int j = 0; j < 8; ++j) total += msum[j];
+      summs = std::fma(dmin, static_cast<float>(total), summs);
+    } else {
+      for (int p = 0; p < 4; ++p) accm[p] = std::fma(dmin, static_cast<float>(msum[2 * p] + msum[2 * p + 1]), accm[p]);
+    }
+    for (size_t c = 0; c < 4; ++c) {
+      for (size_t l = 0; l < 32; ++l) {
+        const int q = b.qs[32 * c + l];
+        int lo = q & 15, hi = q >> 4;
+        if constexpr (kFifth) {
+          lo |= ((b.qh[l] >> (2 * c)) & 1) << 4;
+          hi |= ((b.qh[l] >> (2 * c + 1)) & 1) << 4;
+        }
+        w[64 * c + l] = static_cast<int8_t>(lo);
+        w[64 * c + 32 + l] = static_cast<int8_t>(hi);
+      }
+    }
+    int32_t lanes[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    Lanes<kQK, 32>(w, a[i].qs, sc, lanes);
+    acc.fma(d, lanes);
+  }
+  if constexpr (kFifth) return acc.sum() + summs;
+  return acc.sum() + ((accm[0] + accm[2]) + (accm[1] + accm[3]));
+}
+
+HWY_INLINE float DotQ6K(const uint8_t* row, const BlockQ8_K* a, size_t nb) {
+  Acc8 acc;
+  int8_t w[kQK];
+  int sc[16];
+  for (size_t i = 0; i < nb; ++i) {
+    const BlockQ6_K b = LoadBlock<BlockQ6_K>(row + i * sizeof(BlockQ6_K));
+    const float d = a[i].d * H(b.d);
+    for (int j = 0; j < 16; ++j) sc[j] = b.scales[j];
+    for (size_t h = 0; h < 2; ++h) {
+      for (size_t l = 0; l < 32; ++l) {
+        const int q0 = b.ql[64 * h + l], q1 = b.ql[64 * h + 32 + l], qh = b.qh[32 * h + l];
+        w[128 * h + l] = static_cast<int8_t>(((q0 & 15) | (qh & 3) << 4) - 32);
+        w[128 * h + 32 + l] = static_cast<int8_t>(((q1 & 15) | ((qh >> 2) & 3) << 4) - 32);
+        w[128 * h + 64 + l] = static_cast<int8_t>(((q0 >> 4) | ((qh >> 4) & 3) << 4) - 32);
+        w[128 * h + 96 + l] = static_cast<int8_t>(((q1 >> 4) | ((qh >> 6) & 3) << 4) - 32);
+      }
+    }
+    int32_t lanes[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    Lanes<kQK, 16>(w, a[i].qs, sc, lanes);
+    acc.fma(d, lanes);
+  }
+  return acc.sum();
+}
+
+HWY_INLINE float DotIQ4XS(const uint8_t* row, const BlockQ8_K* a, size_t nb) {
+  Acc8 acc;
+  int8_t w[kQK];
+  int sc[8];
+  for (size_t i = 0; i < nb; ++i) {
+    const BlockIQ4_XS b = LoadBlock<BlockIQ4_XS>(row + i * sizeof(BlockIQ4_XS));
+    for (int j = 0; j < 8; ++j) sc[j] = iq4xs_scale(b, j);
+    for (size_t j = 0; j < 8; ++j) Table(b.qs + 16 * j, w + 32 * j);
+    int32_t lanes[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    Lanes<kQK, 32>(w, a[i].qs, sc, lanes);
+    acc.fma(H(b.d) * a[i].d, lanes);
+  }
+  return acc.sum();
+}
+
+HWY_INLINE float DotRow(DType t, const uint8_t* row, size_t cols, const void* xa) {
+  const auto* a0 = static_cast<const BlockQ8_0*>(xa);
+  const auto* a1 = static_cast<const BlockQ8_1*>(xa);
+  const auto* ak = static_cast<const BlockQ8_K*>(xa);
+  switch (t) {
+    case DType::Q8_0: return Dot32<BlockQ8_0>(row, a0, cols / 32);
+    case DType::Q4_0: return Dot32<BlockQ4_0>(row, a0, cols / 32);
+    case DType::Q5_0: return Dot32<BlockQ5_0>(row, a0, cols / 32);
+    case DType::IQ4_NL: return Dot32<BlockIQ4_NL>(row, a0, cols / 32);
+    case DType::Q4_1: return Dot32Min<BlockQ4_1>(row, a1, cols / 32);
+    case DType::Q5_1: return Dot32Min<BlockQ5_1>(row, a1, cols / 32);
+    case DType::Q2_K: return DotQ2K(row, ak, cols / kQK);
+    case DType::Q3_K: return DotQ3K(row, ak, cols / kQK);
+    case DType::Q4_K: return DotK4<BlockQ4_K, false>(row, ak, cols / kQK);
+    case DType::Q5_K: return DotK4<BlockQ5_K, true>(row, ak, cols / kQK);
+    case DType::Q6_K: return DotQ6K(row, ak, cols / kQK);
+    case DType::IQ4_XS: return DotIQ4XS(row, ak, cols / kQK);
+    default: return 0.0f;  // F32/F16/BF16 never reach here (quant_dot_rows checks)
+  }
+}
+
+void DotRows(DType t, const void* rows, size_t cols, const void* xa, float* y, size_t n_rows) {
+  const size_t stride = dtype_row_bytes(t, cols);
+  const auto* base = static_cast<const uint8_t*>(rows);
+  for (size_t r = 0; r < n_rows; ++r) y[r] = DotRow(t, base + r * stride, cols, xa);
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace qkv
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace qkv {
+HWY_EXPORT(DotRows);
+
+ActType act_type(DType t) {
+  switch (t) {
+    case DType::Q4_1:
+    case DType::Q5_1: return ActType::kQ8_1;
+    case DType::Q2_K:
+    case DType::Q3_K:
+    case DType::Q4_K:
+    case DType::Q5_K:
+    case DType::Q6_K:
+    case DType::IQ4_XS: return ActType::kQ8_K;
+    default: return ActType::kQ8_0;
+  }
+}
+
+size_t act_bytes(DType t, size_t n) {
+  switch (act_type(t)) {
+    case ActType::kQ8_1: return n / 32 * sizeof(BlockQ8_1);
+    case ActType::kQ8_K: return n / kQK * sizeof(BlockQ8_K);
+    case ActType::kQ8_0: break;
+  }
+  return n / 32 * sizeof(BlockQ8_0);
+}
+
+void quantize_activation(DType t, const float* x, size_t n, void* out) {
+  QKV_CHECK(dtype_is_quantized(t) && dtype_row_ok(t, n), "quantize_activation: ", n, " values for ",
+            dtype_name(t), " weights");
+  switch (act_type(t)) {
+    case ActType::kQ8_0: return quantize_row_q8_0(x, n, static_cast<BlockQ8_0*>(out));
+    case ActType::kQ8_1: return quantize_row_q8_1(x, n, static_cast<BlockQ8_1*>(out));
+    case ActType::kQ8_K: return quantize_row_q8_K(x, n, static_cast<BlockQ8_K*>(out));
+  }
+}
+
+void quant_dot_rows(DType t, const void* rows, size_t cols, const void* xa, float* y, size_t n_rows) {
+  QKV_CHECK(dtype_is_quantized(t) && dtype_row_ok(t, cols), "quant_dot_rows: ", cols, " columns of ",
+            dtype_name(t));
+  HWY_DYNAMIC_DISPATCH(DotRows)(t, rows, cols, xa, y, n_rows);
+}
+
+}  // namespace qkv
+#endif  // HWY_ONCE

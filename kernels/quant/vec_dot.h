@@ -1,0 +1,31 @@
+// Dot products of quantized weight rows with quantized activations, with
+// ggml's x86 arithmetic (its AVX2 vec_dot / llamafile tinyBLAS kernels): per
+// block, exact int32 sums in 8 lanes (lane l takes the values k with
+// (k % 32) / 4 == l), each lane converted to f32 and fused-multiply-added with
+// the block's combined scale into 8 f32 accumulators, which are summed at the
+// end as (a0 + a4 + a2 + a6) + (a1 + a5 + a3 + a7) pairwise. The mins of
+// Q4_1/Q5_1/Q2_K/Q4_K/Q5_K are accumulated as ggml does for each type.
+// On targets without FMA (SSE4, SCALAR) the fused operations come from libm:
+// the same results, slower.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/dtype.h"
+
+namespace qkv {
+
+// The activation block type ggml multiplies weights of type t with.
+enum class ActType { kQ8_0, kQ8_1, kQ8_K };
+ActType act_type(DType t);  // t quantized
+// Bytes of n activation values quantized for weights of type t (n % block == 0).
+size_t act_bytes(DType t, size_t n);
+// x (n values) into act_bytes(t, n) bytes at out.
+void quantize_activation(DType t, const float* x, size_t n, void* out);
+
+// y[i] = dot(row i, xa) for n_rows rows of `cols` values of type t at rows
+// (row stride dtype_row_bytes(t, cols)); xa from quantize_activation(t, ...).
+void quant_dot_rows(DType t, const void* rows, size_t cols, const void* xa, float* y, size_t n_rows);
+
+}  // namespace qkv

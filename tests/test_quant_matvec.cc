@@ -1,0 +1,205 @@
+// ctest-labels: kernels asan
+// Matvec on ggml block types against an fp64 reference computed from the
+// dequantized weights and the same quantized activation, at several shapes,
+// row counts and thread counts; and the activation quantizers' rules.
+#include <doctest/doctest.h>
+#include <omp.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "kernels/dtype.h"
+#include "kernels/linear.h"
+#include "kernels/quant/activation.h"
+#include "kernels/quant/vec_dot.h"
+
+using namespace qkv;
+
+namespace {
+
+const DType kTypes[] = {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q2_K, DType::Q3_K,
+                        DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::IQ4_NL, DType::IQ4_XS};
+
+uint16_t rand_scale(std::mt19937& g, float lo, float hi) {
+  return f32_to_f16(std::uniform_real_distribution<float>(lo, hi)(g));
+}
+
+// Random blocks: random bits everywhere, then finite f16 scales of a sane size.
+std::vector<uint8_t> random_rows(DType t, size_t rows, size_t cols, std::mt19937& g) {
+  std::vector<uint8_t> w(rows * dtype_row_bytes(t, cols));
+  for (auto& b : w) b = static_cast<uint8_t>(g());
+  const size_t bb = dtype_block_bytes(t);
+  for (size_t off = 0; off < w.size(); off += bb) {
+    uint8_t* p = w.data() + off;
+    auto set = [&](size_t at, uint16_t v) { std::memcpy(p + at, &v, 2); };
+    switch (t) {
+      case DType::Q4_1:
+      case DType::Q5_1: set(0, rand_scale(g, 0.001f, 0.1f)); set(2, rand_scale(g, -0.5f, 0.5f)); break;
+      case DType::Q2_K: set(80, rand_scale(g, 0.001f, 0.1f)); set(82, rand_scale(g, 0.0f, 0.05f)); break;
+      case DType::Q3_K: set(108, rand_scale(g, 0.001f, 0.1f)); break;
+      case DType::Q4_K:
+      case DType::Q5_K: set(0, rand_scale(g, 0.001f, 0.1f)); set(2, rand_scale(g, 0.0f, 0.05f)); break;
+      case DType::Q6_K: set(208, rand_scale(g, 0.001f, 0.1f)); break;
+      default: set(0, rand_scale(g, 0.001f, 0.1f)); break;  // d first: Q4_0, Q5_0, Q8_0, IQ4_NL, IQ4_XS
+    }
+  }
+  return w;
+}
+
+// The activation as the kernels see it: dequantized blocks, plus for Q8_1 the
+// block sums s (ggml's min term uses s, rounded to f16, not d * sum(q)).
+struct ActRef {
+  std::vector<double> x;
+  std::vector<double> s;  // Q8_1 only, per 32-block
+};
+
+ActRef dequantized_activation(DType t, const std::vector<uint8_t>& xa, size_t cols) {
+  ActRef r;
+  r.x.resize(cols);
+  switch (act_type(t)) {
+    case ActType::kQ8_0: {
+      const auto* b = reinterpret_cast<const BlockQ8_0*>(xa.data());
+      for (size_t k = 0; k < cols; ++k) r.x[k] = double(f16_to_f32(b[k / 32].d)) * b[k / 32].qs[k % 32];
+      break;
+    }
+    case ActType::kQ8_1: {
+      const auto* b = reinterpret_cast<const BlockQ8_1*>(xa.data());
+      for (size_t k = 0; k < cols; ++k) r.x[k] = double(f16_to_f32(b[k / 32].d)) * b[k / 32].qs[k % 32];
+      for (size_t i = 0; i < cols / 32; ++i) r.s.push_back(f16_to_f32(b[i].s));
+      break;
+    }
+    case ActType::kQ8_K: {
+      const auto* b = reinterpret_cast<const BlockQ8_K*>(xa.data());
+      for (size_t k = 0; k < cols; ++k) r.x[k] = double(b[k / kQK].d) * b[k / kQK].qs[k % kQK];
+      break;
+    }
+  }
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("matvec of every ggml block type against the fp64 reference") {
+  // Tolerance: 1e-5 of sum |w * x| (f32 scale products and accumulation over
+  // at most a few hundred blocks; ggml's own arithmetic is f32 too).
+  std::mt19937 g(7);
+  for (DType t : kTypes) {
+    CAPTURE(dtype_name(t));
+    const size_t bv = dtype_block_values(t);
+    for (size_t cols : {bv, 2 * bv, 3 * bv, bv == 32 ? size_t(608) : size_t(2048)}) {
+      for (size_t rows : {size_t(1), size_t(3), size_t(4), size_t(5), size_t(17), size_t(130)}) {
+        CAPTURE(cols);
+        CAPTURE(rows);
+        const std::vector<uint8_t> w = random_rows(t, rows, cols, g);
+        std::vector<float> x(cols);
+        std::normal_distribution<float> nd(0.0f, 1.0f);
+        for (auto& v : x) v = nd(g);
+        x[cols / 3] = 6.0f;  // an outlier sets one block's scale
+        std::vector<uint8_t> xa(act_bytes(t, cols));
+        quantize_activation(t, x.data(), cols, xa.data());
+        const ActRef a = dequantized_activation(t, xa, cols);
+        const Matrix W{w.data(), t, int64_t(rows), int64_t(cols)};
+        std::vector<float> y1(rows), y2(rows), wr(cols);
+        omp_set_num_threads(1);
+        matvec(W, x.data(), y1.data());
+        omp_set_num_threads(2);
+        matvec(W, x.data(), y2.data());
+        for (size_t r = 0; r < rows; ++r) {
+          CHECK(y1[r] == y2[r]);  // every row computed the same way on any thread count
+          const uint8_t* row = w.data() + r * dtype_row_bytes(t, cols);
+          double ref = 0, mag = 0;
+          if (act_type(t) == ActType::kQ8_1) {
+            // w = d q + m: the d q part from the dequantized values minus m, the m part as m * s.
+            decode_row(t, row, cols, wr.data());
+            for (size_t i = 0; i < cols / 32; ++i) {
+              uint16_t mh;
+              std::memcpy(&mh, row + i * dtype_block_bytes(t) + 2, 2);
+              const double m = f16_to_f32(mh);
+              for (size_t k = 32 * i; k < 32 * i + 32; ++k) {
+                ref += (double(wr[k]) - m) * a.x[k];
+                mag += std::fabs((double(wr[k]) - m) * a.x[k]);
+              }
+              ref += m * a.s[i];
+              mag += std::fabs(m * a.s[i]);
+            }
+          } else {
+            decode_row(t, row, cols, wr.data());
+            for (size_t k = 0; k < cols; ++k) {
+              ref += double(wr[k]) * a.x[k];
+              mag += std::fabs(double(wr[k]) * a.x[k]);
+            }
+          }
+          CHECK(std::fabs(y1[r] - ref) <= 1e-5 * mag + 1e-6);
+        }
+        // matmul of 3 inputs: each input as its own matvec.
+        std::vector<float> X(3 * cols), Y(3 * rows), yy(rows);
+        for (auto& v : X) v = nd(g);
+        matmul(W, X.data(), 3, Y.data());
+        for (int m = 0; m < 3; ++m) {
+          matvec(W, X.data() + m * cols, yy.data());
+          for (size_t r = 0; r < rows; ++r) CHECK(Y[m * rows + r] == yy[r]);
+        }
+      }
+    }
+  }
+  omp_set_num_threads(2);
+}
+
+TEST_CASE("activation quantizers: ggml's x86 rules") {
+  std::vector<float> x(256);
+  for (size_t i = 0; i < 256; ++i) x[i] = 0.01f * (float(i) - 100.0f);
+  SUBCASE("Q8_0: f16 scale amax/127, q = round-half-even(x * 127 / amax)") {
+    BlockQ8_0 b[8];
+    quantize_row_q8_0(x.data(), 256, b);
+    for (size_t i = 0; i < 8; ++i) {
+      float amax = 0;
+      for (size_t k = 0; k < 32; ++k) amax = std::fmax(amax, std::fabs(x[32 * i + k]));
+      CHECK(b[i].d == f32_to_f16(amax / 127.0f));
+      for (size_t k = 0; k < 32; ++k) CHECK(b[i].qs[k] == int(std::nearbyint(x[32 * i + k] * (127.0f / amax))));
+    }
+    std::vector<float> ties(32, 0.0f);
+    ties[0] = 127.0f;  // id = 1: 2.5 -> 2, 3.5 -> 4, -0.5 -> 0
+    ties[1] = 2.5f, ties[2] = 3.5f, ties[3] = -0.5f;
+    quantize_row_q8_0(ties.data(), 32, b);
+    CHECK(b[0].qs[1] == 2);
+    CHECK(b[0].qs[2] == 4);
+    CHECK(b[0].qs[3] == 0);
+    std::vector<float> zero(32, 0.0f);
+    quantize_row_q8_0(zero.data(), 32, b);
+    CHECK(b[0].d == 0);
+    for (int8_t q : b[0].qs) CHECK(q == 0);
+  }
+  SUBCASE("Q8_1: s = f16(d * sum q) with the f32 d") {
+    BlockQ8_1 b[8];
+    quantize_row_q8_1(x.data(), 256, b);
+    for (size_t i = 0; i < 8; ++i) {
+      float amax = 0;
+      for (size_t k = 0; k < 32; ++k) amax = std::fmax(amax, std::fabs(x[32 * i + k]));
+      int sum = 0;
+      for (int8_t q : b[i].qs) sum += q;
+      CHECK(b[i].s == f32_to_f16(amax / 127.0f * float(sum)));
+    }
+  }
+  SUBCASE("Q8_K: scale from the signed max, bsums, d = 1 / iscale") {
+    BlockQ8_K b;
+    quantize_row_q8_K(x.data(), 256, &b);  // max |x| is 1.55 at i = 255
+    const float iscale = -127.0f / x[255];
+    CHECK(b.d == 1.0f / iscale);
+    CHECK(b.qs[255] == -127);
+    for (size_t j = 0; j < 16; ++j) {
+      int s = 0;
+      for (size_t k = 0; k < 16; ++k) {
+        CHECK(b.qs[16 * j + k] == std::min(127, int(std::nearbyint(iscale * x[16 * j + k]))));
+        s += b.qs[16 * j + k];
+      }
+      CHECK(b.bsums[j] == s);
+    }
+    x[3] = -1.55f;  // the first of equal |x| sets the sign: iscale > 0 now
+    quantize_row_q8_K(x.data(), 256, &b);
+    CHECK(b.d > 0.0f);
+    CHECK(b.qs[3] == -127);
+    CHECK(b.qs[255] == 127);
+  }
+}
