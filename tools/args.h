@@ -7,7 +7,10 @@
 #include <cstdlib>
 #include <string>
 
+#include <cstring>
+
 #include "kernels/error.h"
+#include "qkv.h"
 
 namespace qkv::tools {
 
@@ -35,6 +38,28 @@ inline float parse_float(const char* flag, const char* s, double lo, double hi) 
     fail("flag ", flag, " wants a number from ", lo, " to ", hi, ", not '", s, "'");
   }
   return static_cast<float>(v);
+}
+
+// The KV cache types of the C API by name.
+struct KvTypeName {
+  const char* name;
+  qkv_type type;
+};
+inline const KvTypeName kKvTypes[] = {
+    {"f32", QKV_TYPE_F32}, {"f16", QKV_TYPE_F16}, {"bf16", QKV_TYPE_BF16}, {"q8_0", QKV_TYPE_Q8_0}};
+
+inline qkv_type parse_kv_type(const char* s) {
+  for (const KvTypeName& k : kKvTypes) {
+    if (std::strcmp(s, k.name) == 0) return k.type;
+  }
+  fail("flag --kv-type wants f32, f16, bf16 or q8_0, not '", s, "'");
+}
+
+inline const char* kv_type_name(qkv_type t) {
+  for (const KvTypeName& k : kKvTypes) {
+    if (k.type == t) return k.name;
+  }
+  return "?";
 }
 
 }  // namespace qkv::tools

@@ -43,28 +43,6 @@ int write_piece(const char* piece, size_t length, void*) {
   return 0;
 }
 
-// The KV cache types of the C API by name.
-struct KvTypeName {
-  const char* name;
-  qkv_type type;
-};
-const KvTypeName kKvTypes[] = {
-    {"f32", QKV_TYPE_F32}, {"f16", QKV_TYPE_F16}, {"bf16", QKV_TYPE_BF16}, {"q8_0", QKV_TYPE_Q8_0}};
-
-qkv_type parse_kv_type(const char* s) {
-  for (const KvTypeName& k : kKvTypes) {
-    if (std::strcmp(s, k.name) == 0) return k.type;
-  }
-  fail("flag --kv-type wants f32, f16, bf16 or q8_0, not '", s, "'");
-}
-
-const char* kv_type_name(qkv_type t) {
-  for (const KvTypeName& k : kKvTypes) {
-    if (k.type == t) return k.name;
-  }
-  return "?";
-}
-
 void check(qkv_status st, const char* what) {
   if (st != QKV_OK) fail(what, ": ", qkv_last_error());
 }

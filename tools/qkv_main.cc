@@ -24,6 +24,7 @@ const Command kCommands[] = {
     {"bench", qkv::tools::cmd_bench, "measure prefill, decode and batched decode throughput"},
     {"make-model", qkv::tools::cmd_make_model, "write a synthetic random-weight model as GGUF"},
     {"plot", qkv::tools::cmd_plot, "draw qkv bench --json results as SVG"},
+    {"serve", qkv::tools::cmd_serve, "an OpenAI-compatible HTTP server with continuous batching"},
 };
 
 void print_usage(FILE* out) {
