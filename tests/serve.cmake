@@ -1,0 +1,4 @@
+# qkv serve, driven over HTTP on 127.0.0.1 (free ports; servers always stopped).
+add_test(NAME serve_curl
+         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/serve_curl.sh $<TARGET_FILE:qkv> ${QKV_SHARED_DIR})
+set_tests_properties(serve_curl PROPERTIES TIMEOUT 240 LABELS "serve")
