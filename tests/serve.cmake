@@ -2,3 +2,7 @@
 add_test(NAME serve_curl
          COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/serve_curl.sh $<TARGET_FILE:qkv> ${QKV_SHARED_DIR})
 set_tests_properties(serve_curl PROPERTIES TIMEOUT 240 LABELS "serve")
+add_test(NAME serve_openai
+         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/serve_openai.sh $<TARGET_FILE:qkv> ${QKV_SHARED_DIR}
+                 ${PROJECT_BINARY_DIR}/serve_npm)
+set_tests_properties(serve_openai PROPERTIES TIMEOUT 300 LABELS "serve")
