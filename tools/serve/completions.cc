@@ -183,6 +183,9 @@ void handle_generate(ServerState& st, bool chat, const httplib::Request& req, ht
   } catch (const ApiError& e) {
     send_error(res, e.status, e.what(), e.type, e.param, e.code);
     st.metrics.request_done(endpoint, e.status);
+  } catch (const json::exception& e) {  // a value of an unexpected JSON type
+    send_error(res, 400, std::string("unexpected JSON: ") + e.what());
+    st.metrics.request_done(endpoint, 400);
   }
 }
 

@@ -91,6 +91,9 @@ httplib::Server::Handler guarded(ServerState& st, const char* endpoint, F f) {
     } catch (const ApiError& e) {
       send_error(res, e.status, e.what(), e.type, e.param, e.code);
       st.metrics.request_done(endpoint, e.status);
+    } catch (const json::exception& e) {  // a value of an unexpected JSON type
+      send_error(res, 400, std::string("unexpected JSON: ") + e.what());
+      st.metrics.request_done(endpoint, 400);
     }
   };
 }

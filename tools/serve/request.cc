@@ -172,7 +172,7 @@ json parse_body(const std::string& body, int max_depth) {
     return json::parse(body, depth_limit);
   } catch (const TooDeep&) {
     throw ApiError(400, "the JSON body nests deeper than " + std::to_string(max_depth) + " levels");
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // syntax, or a number out of range
     throw ApiError(400, std::string("the body is not valid JSON: ") + e.what());
   }
 }

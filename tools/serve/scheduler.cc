@@ -76,8 +76,8 @@ Scheduler::Submit Scheduler::submit(const std::shared_ptr<Job>& job) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (!accepting_) return Submit::kStopping;
-    const bool free_slot = busy_ < static_cast<int>(slots_.size());
-    if (!free_slot && queue_.size() >= options_.max_queue) return Submit::kQueueFull;
+    // Jobs not yet admitted wait for the free slots first, then the queue's places.
+    if (static_cast<size_t>(busy_) + queue_.size() >= slots_.size() + options_.max_queue) return Submit::kQueueFull;
     queue_.push_back(job);
   }
   cv_.notify_all();
@@ -92,9 +92,11 @@ void Scheduler::drain(std::chrono::milliseconds grace) {
   cv_.wait(lock, [&] { return busy_ == 0 && queue_.empty(); });
 }
 
+// Jobs waiting for a slot (not those a free slot takes at the next step).
 size_t Scheduler::queue_depth() {
   std::lock_guard<std::mutex> lock(mu_);
-  return queue_.size();
+  const size_t free_slots = slots_.size() - static_cast<size_t>(busy_);
+  return queue_.size() > free_slots ? queue_.size() - free_slots : 0;
 }
 
 int Scheduler::busy_slots() {
