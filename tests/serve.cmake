@@ -11,3 +11,6 @@ foreach(t load faults)
            COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/serve_node.sh serve_${t}.mjs $<TARGET_FILE:qkv> ${QKV_SHARED_DIR})
   set_tests_properties(serve_${t} PROPERTIES TIMEOUT 300 LABELS "serve;asan")
 endforeach()
+add_test(NAME serve_nginx
+         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/serve_nginx.sh $<TARGET_FILE:qkv> ${QKV_SHARED_DIR})
+set_tests_properties(serve_nginx PROPERTIES TIMEOUT 180 LABELS "serve")

@@ -15,7 +15,7 @@ fail=0
 bad() { echo "FAIL: $*"; fail=1; }
 json() { python3 -c "import json,sys; d=json.load(sys.stdin); print($1)"; }
 
-start_server A "$QKV" -m "$MODEL" --slots 4 -c 256 --kv-type f32 -t 2 || exit 1
+start_server A "$QKV" -m "$MODEL" --slots 4 -c 256 --kv-type f32 -t 2 --grace 60 || exit 1
 U="http://127.0.0.1:$A_PORT"
 post() { curl -s -m 30 "$U$1" -H 'Content-Type: application/json' -d "$2"; }
 
@@ -145,9 +145,12 @@ s4=$(curl -s -o /dev/null -w '%{http_code}' "$K/health")
 stop_server "$K_PID"; [ "$STOP_RC" == 0 ] || bad "server K did not exit 0"
 
 # --- SIGTERM while a request runs: it finishes, the server exits 0 --------------------------
-curl -s -m 30 "$U/v1/completions" -d '{"prompt":"Once upon a time","max_tokens":150,"temperature":0}' >"$SERVE_TMP/last.json" &
+curl -s -m 30 "$U/v1/completions" -m 90 -d '{"prompt":"Once upon a time","max_tokens":100,"temperature":0}' >"$SERVE_TMP/last.json" &
 cpid=$!
-sleep 0.2
+for _ in $(seq 1 100); do  # until the request holds a slot
+  curl -s -m 5 "$U/metrics" | grep -q '^qkv_slots_busy [1-9]' && break
+  sleep 0.05
+done
 stop_server "$A_PID"
 wait $cpid
 [ "$STOP_RC" == 0 ] || bad "SIGTERM: exit status $STOP_RC"

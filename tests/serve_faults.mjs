@@ -45,7 +45,10 @@ try {
       if (r.status < 400 || r.status >= 500) return fail(`bad request ${i} (${chatBody.slice(0, 60)}): status ${r.status}`);
       const e = JSON.parse(r.body).error;
       if (typeof e.message !== "string" || !("param" in e) || !("code" in e) || !("type" in e)) fail("error object", r.body);
-    }, e => fail(`bad request ${i}:`, e.message)));
+    }, e => {
+      // An oversized body may be cut off by the server's 413 while it is still being sent.
+      if (!(b.length > 65536 && /ECONNRESET|EPIPE/.test(e.message))) fail(`bad request ${i}:`, e.message);
+    }));
     if (i % 10 === 0) {
       jobs.push(request(s.port, "POST", "/v1/completions", good, { timeoutMs: 60000 }).then(r => {
         if (r.status !== 200 || JSON.parse(r.body).usage.completion_tokens !== 8) fail("good request:", r.status, r.body);
@@ -77,29 +80,31 @@ try {
   if (busy !== 0) fail("dropped streams still hold", busy, "slots");
   else console.log("half requests and dropped streams: every slot free");
 
-  // A slow client: stops reading its stream for 2 s; others are served meanwhile.
+  // A slow client: stops reading its stream until another request has been
+  // served in full (so that one cannot have waited behind it), then reads on.
+  let resumeSlow;
+  const resumed = new Promise(r => { resumeSlow = r; });
   const slow = new Promise((resolve, reject) => {
     const c = net.connect(s.port, "127.0.0.1", () => {
       const b = JSON.stringify({ prompt: "Once upon a time", max_tokens: 64, temperature: 0, stream: true, logit_bias: { "2": -100 } });
       c.write(`POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nConnection: close\r\nContent-Length: ${Buffer.byteLength(b)}\r\n\r\n${b}`);
       c.pause();
-      setTimeout(() => c.resume(), 2000);
+      resumed.then(() => c.resume());
     });
     let out = "";
     c.setEncoding("utf8");
     c.on("data", d => { out += d; });
     c.on("end", () => resolve(out));
     c.on("error", reject);
-    setTimeout(() => { c.destroy(); reject(new Error("the slow client never finished")); }, 30000);
+    setTimeout(() => { c.destroy(); reject(new Error("the slow client never finished")); }, 60000);
   });
-  const t0 = Date.now();
+  await sleep(200);
   const r = await request(s.port, "POST", "/v1/completions", good, { timeoutMs: 30000 });
   assert.equal(r.status, 200);
-  const fastMs = Date.now() - t0;
+  resumeSlow();
   const slowText = await slow;
   assert.ok(slowText.includes("data: [DONE]"), "the slow client's stream completed");
-  assert.ok(fastMs < 2000, `a request during the slow client's pause took ${fastMs} ms`);
-  console.log(`slow client: completed; another request meanwhile took ${fastMs} ms`);
+  console.log("slow client: another request was served while it did not read; then it completed");
 
   const after = await request(s.port, "POST", "/v1/completions", good);
   assert.equal(after.status, 200);

@@ -29,11 +29,11 @@ start_server() {
   printf -v "${name}_PID" '%s' "$PID"
 }
 
-# stop_server PID: SIGTERM, then wait up to 20 s; sets STOP_RC to the exit status ("killed" if it hung).
+# stop_server PID: SIGTERM, then wait up to 60 s; sets STOP_RC to the exit status ("killed" if it hung).
 stop_server() {
   local pid="$1"
   kill -TERM "$pid" 2>/dev/null
-  for _ in $(seq 1 200); do
+  for _ in $(seq 1 600); do
     kill -0 "$pid" 2>/dev/null || break
     sleep 0.1
   done

@@ -96,10 +96,15 @@ void stream(ServerState& st, const std::shared_ptr<Job>& job, const ResponseMeta
           s->offset = static_cast<int64_t>(echo.size());
         }
         const JobEvents e = job->take(std::chrono::milliseconds(50));
-        if (!e.text.empty() || !e.tokens.empty()) {
-          const json lp = r.logprobs ? logprobs_json(meta.chat, e.tokens, s->offset) : json(nullptr);
+        if (r.logprobs && (!e.text.empty() || !e.tokens.empty())) {
+          // One chunk with the tokens' logprobs.
+          const json lp = logprobs_json(meta.chat, e.tokens, s->offset);
           s->offset += static_cast<int64_t>(e.text.size());
-          if ((!e.text.empty() || r.logprobs) && !write(sse_event(chunk(meta, e.text, lp, "")))) return false;
+          if (!write(sse_event(chunk(meta, e.text, lp, "")))) return false;
+        } else if (!r.logprobs) {
+          for (const std::string& p : e.pieces) {  // a chunk per token's text
+            if (!write(sse_event(chunk(meta, p, nullptr, "")))) return false;
+          }
         }
         if (!e.done) return true;
         // Take what arrived together with the end.
@@ -158,7 +163,8 @@ void handle_generate(ServerState& st, bool chat, const httplib::Request& req, ht
         throw ApiError(503, "the server is busy: every slot is taken and the queue is full; retry later",
                        "server_error", "", "queue_full");
       case Scheduler::Submit::kStopping:
-        throw ApiError(503, "the server is shutting down", "server_error", "", "shutting_down");
+        throw ApiError(503, "the server is shutting down and takes no new requests", "server_error", "",
+                       "shutting_down");
     }
     if (r.stream) {
       stream(st, job, meta, r, echo, res);

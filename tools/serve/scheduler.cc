@@ -43,6 +43,7 @@ JobEvents Job::take(std::chrono::milliseconds wait) {
   cv.wait_for(lock, wait, [&] { return done || !text.empty() || !tokens.empty(); });
   JobEvents e;
   e.text.swap(text);
+  e.pieces.swap(pieces);
   e.tokens.swap(tokens);
   e.done = done;
   return e;
@@ -109,38 +110,43 @@ void Scheduler::emit(Slot& slot, const std::string& text, TokenOut* token) {
   {
     std::lock_guard<std::mutex> lock(job.mu);
     job.text += text;
+    if (!text.empty()) job.pieces.push_back(text);
     if (token) job.tokens.push_back(std::move(*token));
   }
   job.cv.notify_all();
 }
 
 void Scheduler::finish(Slot& slot, const std::string& reason, const std::string& error) {
-  Job& job = *slot.job;
+  std::shared_ptr<Job> job = std::move(slot.job);
   // What the stop strings and the UTF-8 check held back ends the text
   // (nothing after a stop string).
   std::string rest;
   if (reason == "stop" || reason == "length") rest = slot.stops.feed(slot.utf8_hold) + slot.stops.flush();
-  {
-    std::lock_guard<std::mutex> lock(job.mu);
-    job.text += rest;
-    job.done = true;
-    job.finish_reason = reason;
-    job.error = error;
-    job.completion_tokens = slot.generated;
-  }
-  job.cv.notify_all();
-  metrics_.tokens(job.prompt_tokens, job.cached_tokens, slot.generated);
+  const int64_t generated = slot.generated;
   if (!error.empty()) {  // the slot's state is unknown: forget it
     qkv_session_truncate(slot.session, 0);
     slot.tokens.clear();
   }
-  slot.job.reset();
   slot.phase = Phase::kIdle;
   slot.pending = -1;
   slot.last_used = ++use_counter_;
-  std::lock_guard<std::mutex> lock(mu_);
-  --busy_;
+  {
+    // The slot is free before the client hears the end, so whoever it tells sees it free.
+    std::lock_guard<std::mutex> lock(mu_);
+    --busy_;
+  }
   cv_.notify_all();
+  metrics_.tokens(job->prompt_tokens, job->cached_tokens, generated);
+  {
+    std::lock_guard<std::mutex> lock(job->mu);
+    job->text += rest;
+    if (!rest.empty()) job->pieces.push_back(rest);
+    job->done = true;
+    job->finish_reason = reason;
+    job->error = error;
+    job->completion_tokens = generated;
+  }
+  job->cv.notify_all();
 }
 
 // Under mu_: free slots take queued jobs, each the slot sharing the longest

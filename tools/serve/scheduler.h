@@ -46,6 +46,7 @@ struct TokenOut {
 // What a job produced since the consumer last looked.
 struct JobEvents {
   std::string text;
+  std::vector<std::string> pieces;  // text split as it was produced (one token's worth each)
   std::vector<TokenOut> tokens;
   bool done = false;
 };
@@ -68,6 +69,7 @@ struct Job {
   std::mutex mu;
   std::condition_variable cv;
   std::string text;  // not yet taken
+  std::vector<std::string> pieces;  // the same text, per emit
   std::vector<TokenOut> tokens;
   bool done = false;
   std::string finish_reason;  // "stop", "length", "cancelled", "timeout", "error"
