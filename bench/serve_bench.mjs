@@ -31,7 +31,10 @@ function stream(port, i) {
         while ((k = buf.indexOf("\n\n")) >= 0) {
           const ev = buf.slice(0, k);
           buf = buf.slice(k + 2);
-          if (ev.startsWith("data: {") && JSON.parse(ev.slice(6)).choices[0]?.text) times.push(performance.now());
+          if (!ev.startsWith("data: {")) continue;
+          const j = JSON.parse(ev.slice(6));
+          if (j.error) return reject(new Error(j.error.message));
+          if (j.choices[0]?.text) times.push(performance.now());
         }
       });
       res.on("end", () => resolve({ t0, times }));
