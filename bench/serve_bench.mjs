@@ -2,7 +2,8 @@
 // C concurrent streaming clients (each max_tokens new tokens at temperature 0,
 // EOS banned so every client gets all of them), and reports per round the
 // aggregate tokens/s, time to first token and inter-token latency (p50/p99).
-//   node bench/serve_bench.mjs QKV MODEL [--clients 1,4,16] [--tokens 64] [--slots 16] [-t 2] [--json]
+//   node bench/serve_bench.mjs QKV MODEL [--clients 1,4,16] [--tokens 64] [--slots 16] [-t 2]
+//                              [--prefill-chunk N] [--json]
 import { startServer, request } from "../tests/serve_harness.mjs";
 import http from "node:http";
 
@@ -14,6 +15,7 @@ const tokens = Number(opt("--tokens", "64"));
 const slots = opt("--slots", String(Math.max(...clients)));
 const threads = opt("-t", "2");
 const asJson = argv.includes("--json");
+const extra = argv.includes("--prefill-chunk") ? ["--prefill-chunk", opt("--prefill-chunk", "256")] : [];
 
 function stream(port, i) {
   return new Promise((resolve, reject) => {
@@ -47,7 +49,7 @@ function stream(port, i) {
 
 const pct = (xs, p) => { const s = [...xs].sort((a, b) => a - b); return s.length ? s[Math.min(s.length - 1, Math.floor(p * s.length))] : NaN; };
 
-const s = await startServer(qkv, ["-m", model, "--slots", slots, "-c", "512", "-t", threads, "--max-queue", "256"]);
+const s = await startServer(qkv, ["-m", model, "--slots", slots, "-c", "512", "-t", threads, "--max-queue", "256", ...extra]);
 const rows = [];
 try {
   await request(s.port, "POST", "/v1/completions", { prompt: "warm up", max_tokens: 8 });
