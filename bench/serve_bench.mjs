@@ -20,7 +20,7 @@ const extra = argv.includes("--prefill-chunk") ? ["--prefill-chunk", opt("--pref
 function stream(port, i) {
   return new Promise((resolve, reject) => {
     const body = JSON.stringify({ prompt: `Once upon a time, in a land ${i}`, max_tokens: tokens, temperature: 0,
-      stream: true, logit_bias: { "2": -100 } });
+      stream: true, logit_bias: { "1": -100, "2": -100 } });
     const t0 = performance.now();
     const times = [];
     const req = http.request({ host: "127.0.0.1", port, method: "POST", path: "/v1/completions", agent: false,

@@ -146,7 +146,7 @@ stop_server "$K_PID"; [ "$STOP_RC" == 0 ] || bad "server K did not exit 0"
 
 # --- per-request timeout: 504 with an error object, streamed as an error event ---------------
 start_server T "$QKV" -m "$MODEL" --slots 1 -c 512 -t 1 --timeout 0.05 || exit 1
-long_req='{"prompt":"Once upon a time","max_tokens":500,"temperature":1,"logit_bias":{"2":-100}'
+long_req='{"prompt":"Once upon a time","max_tokens":500,"temperature":1,"logit_bias":{"1":-100,"2":-100}'
 s=$(curl -s -m 30 -o "$SERVE_TMP/t.json" -w '%{http_code}' "http://127.0.0.1:$T_PORT/v1/completions" -d "$long_req}")
 [ "$s" == 504 ] && grep -q '"code":"timeout"' "$SERVE_TMP/t.json" || bad "timeout: status $s $(cat "$SERVE_TMP/t.json")"
 curl -s -N -m 30 "http://127.0.0.1:$T_PORT/v1/completions" -d "$long_req,\"stream\":true}" | tail -n 4 | grep -q '"code":"timeout"' ||

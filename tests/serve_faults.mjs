@@ -86,7 +86,7 @@ try {
   const resumed = new Promise(r => { resumeSlow = r; });
   const slow = new Promise((resolve, reject) => {
     const c = net.connect(s.port, "127.0.0.1", () => {
-      const b = JSON.stringify({ prompt: "Once upon a time", max_tokens: 64, temperature: 0, stream: true, logit_bias: { "2": -100 } });
+      const b = JSON.stringify({ prompt: "Once upon a time", max_tokens: 64, temperature: 0, stream: true, logit_bias: { "1": -100, "2": -100 } });
       c.write(`POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nConnection: close\r\nContent-Length: ${Buffer.byteLength(b)}\r\n\r\n${b}`);
       c.pause();
       resumed.then(() => c.resume());

@@ -8,7 +8,7 @@ import { startServer, request, sseChunks, metric, sleep } from "./serve_harness.
 
 const [qkv, model] = process.argv.slice(2);
 const body = (i, n) => ({ prompt: `Once upon a time ${i}`, max_tokens: n, temperature: 0.8, seed: i, stream: true,
-  logprobs: 0, logit_bias: { "2": -100 }, stream_options: { include_usage: true } });
+  logprobs: 0, logit_bias: { "1": -100, "2": -100 }, stream_options: { include_usage: true } });
 let failed = 0;
 
 {

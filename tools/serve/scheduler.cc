@@ -254,25 +254,42 @@ bool Scheduler::sample(Slot& slot) {
   return true;
 }
 
+// A prompt with this few tokens left (or any, when chunks are one token) joins
+// the batched step one token at a time instead of a prefill pass of its own.
+bool Scheduler::joins_batch(const Slot& s) const {
+  if (s.phase != Phase::kPrefill) return false;
+  const size_t left = s.job->prompt.size() - s.prefill_at;
+  return options_.prefill_chunk <= 1 || left <= kJoinBatchTokens;
+}
+
 void Scheduler::step_generating() {
   std::vector<Slot*> batch;
+  std::vector<int32_t> tokens;
+  int64_t generating = 0;
   for (Slot& s : slots_) {
-    if (s.phase == Phase::kGenerate && sample(s)) batch.push_back(&s);
+    if (s.phase == Phase::kGenerate && sample(s)) {
+      batch.push_back(&s);
+      tokens.push_back(s.pending);
+      ++generating;
+    } else if (joins_batch(s)) {
+      batch.push_back(&s);
+      tokens.push_back(s.job->prompt[s.prefill_at]);
+    }
   }
   if (batch.empty()) return;
   std::vector<qkv_session*> sessions;
-  std::vector<int32_t> tokens;
-  for (Slot* s : batch) {
-    sessions.push_back(s->session);
-    tokens.push_back(s->pending);
-  }
+  for (Slot* s : batch) sessions.push_back(s->session);
   if (qkv_step_batch(sessions.data(), tokens.data(), static_cast<int64_t>(batch.size()), nullptr, 0) != QKV_OK) {
     const std::string msg = qkv_last_error();
     for (Slot* s : batch) finish(*s, "error", msg);
     return;
   }
-  for (Slot* s : batch) s->tokens.push_back(s->pending);
-  metrics_.step_tokens(static_cast<int64_t>(batch.size()));
+  for (size_t i = 0; i < batch.size(); ++i) {
+    Slot& s = *batch[i];
+    s.tokens.push_back(tokens[i]);
+    if (s.phase == Phase::kPrefill && ++s.prefill_at == s.job->prompt.size()) s.phase = Phase::kGenerate;
+  }
+  if (generating > 0) metrics_.step_tokens(generating);
 }
 
 // At most one chunk of prompt tokens per step while slots are generating;
@@ -282,7 +299,7 @@ void Scheduler::prefill_some() {
   for (const Slot& s : slots_) generating = generating || s.phase == Phase::kGenerate;
   int64_t budget = options_.prefill_chunk;
   for (Slot& s : slots_) {
-    if (s.phase != Phase::kPrefill) continue;
+    if (s.phase != Phase::kPrefill || joins_batch(s)) continue;
     if (generating && budget <= 0) break;
     const std::vector<int32_t>& p = s.job->prompt;
     const int64_t left = static_cast<int64_t>(p.size() - s.prefill_at);

@@ -5,7 +5,8 @@
 // prompt, so only the rest is prefilled), samples one token for every
 // generating slot, advances all of them with one qkv_step_batch (each weight
 // read once for all), then prefills at most one chunk of waiting prompts, so
-// running streams keep flowing while a new prompt is read. Jobs beyond the
+// running streams keep flowing while a new prompt is read. The last few tokens
+// of a prompt (all of them when chunks are one token) ride in the batched step. Jobs beyond the
 // slots wait in a bounded queue. Cancelled (client gone) and timed-out jobs
 // free their slot at the next step.
 #pragma once
@@ -122,6 +123,8 @@ class Scheduler {
   void finish(Slot& slot, const std::string& reason, const std::string& error = "");
   void emit(Slot& slot, const std::string& text, TokenOut* token);
   bool sample(Slot& slot);  // false when the job finished
+  bool joins_batch(const Slot& slot) const;
+  static constexpr size_t kJoinBatchTokens = 4;
   void step_generating();
   void prefill_some();
 
