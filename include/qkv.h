@@ -191,9 +191,19 @@ typedef struct {
   float top_p;       /* >= 1: off; must be > 0 */
   float min_p;       /* <= 0: off; must be < 1 */
   uint64_t seed;     /* the same seed gives the same tokens */
+  /* Penalties over the last repeat_last_n tokens the session was fed (prefill
+   * and step; qkv_generate: the prompt and the tokens generated so far), as
+   * llama.cpp applies them: a positive logit is divided by repeat_penalty and a
+   * negative one multiplied; then count x frequency_penalty + presence_penalty
+   * (once per token present) is subtracted. */
+  float repeat_penalty;    /* 1 (or <= 0): off */
+  int64_t repeat_last_n;   /* 0: off; -1: every token the session holds */
+  float presence_penalty;  /* 0: off */
+  float frequency_penalty; /* 0: off */
 } qkv_sampler_options;
 
-/* Fills options with the defaults (temperature 0.8, top-k 40, top-p 0.95, min-p 0.05, seed 0). */
+/* Fills options with the defaults (temperature 0.8, top-k 40, top-p 0.95, min-p
+ * 0.05, seed 0, no penalties with repeat_last_n 64). */
 QKV_API void qkv_sampler_options_init(qkv_sampler_options* options);
 /* Sets the session's sampler; its generator starts from options->seed.
  * Invalid options (non-finite temperature, top_p <= 0, min_p >= 1) give
@@ -203,18 +213,41 @@ QKV_API qkv_status qkv_session_set_sampler(qkv_session* session, const qkv_sampl
  * sampler (the defaults if none was set). Without such logits (none yet, or
  * after truncate or generate): QKV_ERR_INVALID_ARGUMENT. */
 QKV_API qkv_status qkv_session_sample(qkv_session* session, int32_t* token);
+/* Adds biases[i] to the logit of tokens[i] before every later sample (after
+ * the next qkv_session_set_sampler too); -INFINITY bans a token. n == 0 clears
+ * the biases. A token outside the vocabulary or a NaN/+inf bias:
+ * QKV_ERR_INVALID_ARGUMENT, and the previous biases stay. */
+QKV_API qkv_status qkv_session_set_logit_bias(qkv_session* session, const int32_t* tokens, const float* biases,
+                                              int64_t n);
+/* Natural-log probabilities under the logits of the session's last
+ * prefill/step (the model's distribution: no bias, penalty or temperature).
+ * *logprob gets token's; the n_top most likely tokens and theirs go to
+ * top_tokens / top_logprobs (most likely first; NULL when n_top is 0; n_top
+ * above the vocabulary is clamped; *n_written, if not NULL, is how many were). */
+QKV_API qkv_status qkv_session_logprobs(const qkv_session* session, int32_t token, float* logprob, int64_t n_top,
+                                        int32_t* top_tokens, float* top_logprobs, int64_t* n_written);
+/* The text of token following prev as qkv_generate streams it (a leading space
+ * that only marks a word start is kept except after BOS). Size rules as for
+ * qkv_detokenize. */
+QKV_API qkv_status qkv_token_piece(const qkv_model* model, int32_t prev, int32_t token, char* text,
+                                   int64_t capacity, int64_t* length);
 
 typedef struct {
   int64_t steps;     /* llama2.c -n: total positions incl. BOS and prompt; 0: off */
   int64_t n_predict; /* llama.cpp -n: new tokens; -1: until EOS/BOS or full context */
   int add_bos;       /* nonzero: put BOS before the prompt (default 1) */
   qkv_sampler_options sampler;
+  /* Generation ends before the first of these NUL-terminated strings, and no
+   * byte of it is streamed, even when it spans tokens (stop_reason "stop").
+   * NULL / 0: none. */
+  const char* const* stop;
+  int64_t n_stop;
 } qkv_generate_options;
 
 typedef struct {
   int64_t prompt_tokens, generated_tokens, forward_passes;
   double prompt_ms, generate_ms;
-  char stop_reason[16]; /* "eos", "bos", "steps", "n_predict", "context", "stopped" (callback) */
+  char stop_reason[16]; /* "eos", "bos", "steps", "n_predict", "context", "stop", "stopped" (callback) */
 } qkv_generate_stats;
 
 /* Called with each piece of text (not NUL-terminated) as it is produced;
@@ -283,7 +316,7 @@ QKV_API qkv_status qkv_attention_map(qkv_model* model, const int32_t* tokens, in
                                      int64_t head, int threads, float* weights, int64_t capacity, int64_t* needed);
 /* A token's vocabulary piece as stored (SentencePiece form: "▁" for a space,
  * "<s>", "<0x0A>"), NUL-terminated; *length and capacity as for qkv_detokenize. */
-QKV_API qkv_status qkv_token_piece(const qkv_model* model, int32_t token, char* text, int64_t capacity,
+QKV_API qkv_status qkv_vocab_piece(const qkv_model* model, int32_t token, char* text, int64_t capacity,
                                    int64_t* length);
 
 /* ---- evaluation: perplexity and KL divergence (llama-perplexity's method) ---- */

@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstring>
 #include <limits>
 #include <memory>
@@ -51,6 +52,8 @@ struct qkv_session {
   bool owns_context = false;  // made by qkv_session_create
   std::vector<float> last_logits;  // of the last prefill/step; empty when there are none
   std::optional<qkv::Sampler> sampler;
+  std::vector<std::pair<int32_t, float>> logit_bias;  // qkv_session_set_logit_bias
+  std::vector<int32_t> fed;  // tokens fed by prefill/step since the last reset, for the penalties
 };
 
 namespace {
@@ -176,6 +179,10 @@ qkv::SamplerOptions to_sampler(const qkv_sampler_options& o) {
   s.top_p = o.top_p;
   s.min_p = o.min_p;
   s.seed = o.seed;
+  s.repeat_penalty = o.repeat_penalty;
+  s.repeat_last_n = o.repeat_last_n;
+  s.presence_penalty = o.presence_penalty;
+  s.frequency_penalty = o.frequency_penalty;
   return s;
 }
 
@@ -413,6 +420,7 @@ qkv_status qkv_session_prefill(qkv_session* session, const int32_t* tokens, int6
     ThreadScope threads(session->context->threads);
     const float* out = dec.prefill(session->seq, tokens, n_tokens);
     session->last_logits.assign(out, out + vocab);
+    session->fed.insert(session->fed.end(), tokens, tokens + n_tokens);
     if (logits) std::copy(out, out + vocab, logits);
     return QKV_OK;
   });
@@ -457,7 +465,10 @@ qkv_status qkv_step_batch(qkv_session* const* sessions, const int32_t* tokens, i
     std::vector<int64_t> seqs(static_cast<size_t>(n));
     for (int64_t i = 0; i < n; ++i) seqs[i] = sessions[i]->seq;
     const float* out = dec.step_batch(seqs.data(), tokens, n);
-    for (int64_t i = 0; i < n; ++i) sessions[i]->last_logits.assign(out + i * vocab, out + (i + 1) * vocab);
+    for (int64_t i = 0; i < n; ++i) {
+      sessions[i]->last_logits.assign(out + i * vocab, out + (i + 1) * vocab);
+      sessions[i]->fed.push_back(tokens[i]);
+    }
     if (logits) std::copy(out, out + needed, logits);
     return QKV_OK;
   });
@@ -475,8 +486,12 @@ qkv_status qkv_session_position(const qkv_session* session, int64_t* position) {
 qkv_status qkv_session_truncate(qkv_session* session, int64_t position) {
   QKV_REQUIRE(session);
   return guarded([&] {
+    const int64_t before = session->context->decoder->position(session->seq);
     session->context->decoder->cache().truncate(session->seq, position);
     session->last_logits.clear();
+    // fed ends at the old position; keep the part before the new one
+    const auto drop = static_cast<size_t>(std::max<int64_t>(before - position, 0));
+    session->fed.resize(session->fed.size() > drop ? session->fed.size() - drop : 0);
     return QKV_OK;
   });
 }
@@ -489,13 +504,19 @@ void qkv_sampler_options_init(qkv_sampler_options* options) {
   options->top_p = d.top_p;
   options->min_p = d.min_p;
   options->seed = d.seed;
+  options->repeat_penalty = d.repeat_penalty;
+  options->repeat_last_n = d.repeat_last_n;
+  options->presence_penalty = d.presence_penalty;
+  options->frequency_penalty = d.frequency_penalty;
 }
 
 qkv_status qkv_session_set_sampler(qkv_session* session, const qkv_sampler_options* options) {
   QKV_REQUIRE(session);
   QKV_REQUIRE(options);
   return guarded([&] {
-    qkv::Sampler sampler(to_sampler(*options));  // validates before replacing the old one
+    qkv::SamplerOptions so = to_sampler(*options);
+    so.logit_bias = session->logit_bias;
+    qkv::Sampler sampler(so);  // validates before replacing the old one
     session->sampler.emplace(std::move(sampler));
     return QKV_OK;
   });
@@ -508,9 +529,82 @@ qkv_status qkv_session_sample(qkv_session* session, int32_t* token) {
     QKV_CHECK(!session->last_logits.empty(),
               "qkv_session_sample: no logits to sample from (prefill or step first; truncate and generate "
               "leave none)");
-    if (!session->sampler) session->sampler.emplace(qkv::SamplerOptions{});
+    if (!session->sampler) {
+      qkv::SamplerOptions so;
+      so.logit_bias = session->logit_bias;
+      session->sampler.emplace(so);
+    }
     std::vector<float> scratch = session->last_logits;  // the sampler scales in place
-    *token = session->sampler->sample(scratch.data(), static_cast<int64_t>(scratch.size()));
+    *token = session->sampler->sample(scratch.data(), static_cast<int64_t>(scratch.size()), session->fed.data(),
+                                      static_cast<int64_t>(session->fed.size()));
+    return QKV_OK;
+  });
+}
+
+qkv_status qkv_session_set_logit_bias(qkv_session* session, const int32_t* tokens, const float* biases, int64_t n) {
+  QKV_REQUIRE(session);
+  if (n < 0) return set_error(QKV_ERR_INVALID_ARGUMENT, "qkv_session_set_logit_bias: negative count");
+  if (n > 0) {
+    QKV_REQUIRE(tokens);
+    QKV_REQUIRE(biases);
+  }
+  return guarded([&] {
+    const int64_t vocab = session->context->decoder->vocab_size();
+    std::vector<std::pair<int32_t, float>> bias;
+    for (int64_t i = 0; i < n; ++i) {
+      QKV_CHECK(tokens[i] >= 0 && tokens[i] < vocab, "qkv_session_set_logit_bias: token ", tokens[i],
+                " is outside the vocabulary of ", vocab);
+      QKV_CHECK(!std::isnan(biases[i]) && biases[i] != INFINITY, "qkv_session_set_logit_bias: the bias of token ",
+                tokens[i], " must be a number or -inf");
+      bias.push_back({tokens[i], biases[i]});
+    }
+    qkv::SamplerOptions so = session->sampler ? session->sampler->options() : qkv::SamplerOptions{};
+    so.logit_bias = bias;
+    qkv::Sampler sampler(so);  // the generator restarts from the seed, as after set_sampler
+    session->sampler.emplace(std::move(sampler));
+    session->logit_bias = std::move(bias);
+    return QKV_OK;
+  });
+}
+
+qkv_status qkv_session_logprobs(const qkv_session* session, int32_t token, float* logprob, int64_t n_top,
+                                int32_t* top_tokens, float* top_logprobs, int64_t* n_written) {
+  QKV_REQUIRE(session);
+  QKV_REQUIRE(logprob);
+  if (n_top < 0) return set_error(QKV_ERR_INVALID_ARGUMENT, "qkv_session_logprobs: negative n_top");
+  if (n_top > 0) {
+    QKV_REQUIRE(top_tokens);
+    QKV_REQUIRE(top_logprobs);
+  }
+  return guarded([&] {
+    QKV_CHECK(!session->last_logits.empty(), "qkv_session_logprobs: no logits (prefill or step first)");
+    const auto vocab = static_cast<int64_t>(session->last_logits.size());
+    QKV_CHECK(token >= 0 && token < vocab, "qkv_session_logprobs: token ", token, " is outside the vocabulary of ",
+              vocab);
+    const qkv::TokenLogprobs lp = qkv::token_logprobs(session->last_logits.data(), vocab, token, n_top);
+    *logprob = lp.logprob;
+    for (size_t i = 0; i < lp.top.size(); ++i) {
+      top_tokens[i] = lp.top[i].first;
+      top_logprobs[i] = lp.top[i].second;
+    }
+    if (n_written) *n_written = static_cast<int64_t>(lp.top.size());
+    return QKV_OK;
+  });
+}
+
+qkv_status qkv_token_piece(const qkv_model* model, int32_t prev, int32_t token, char* text, int64_t capacity,
+                           int64_t* length) {
+  QKV_REQUIRE(model);
+  QKV_REQUIRE(length);
+  if (capacity < 0) return set_error(QKV_ERR_INVALID_ARGUMENT, "qkv_token_piece: negative capacity");
+  if (capacity > 0) QKV_REQUIRE(text);
+  return guarded([&] {
+    const std::string s = tokenizer_of(model).decode(prev, token);
+    const auto n = static_cast<int64_t>(s.size());
+    *length = n;
+    if (capacity < n + 1) return buffer_too_small(__func__, "text", capacity, n + 1, "bytes (with the NUL)");
+    std::memcpy(text, s.data(), s.size());
+    text[s.size()] = '\0';
     return QKV_OK;
   });
 }
@@ -543,10 +637,18 @@ qkv_status qkv_generate(qkv_session* session, const char* prompt, const qkv_gene
     g.add_bos = o.add_bos != 0;
     g.seq = session->seq;
     g.sampler = to_sampler(o.sampler);
+    g.sampler.logit_bias = session->logit_bias;
+    QKV_CHECK(o.n_stop >= 0 && (o.n_stop == 0 || o.stop), "qkv_generate: n_stop ", o.n_stop,
+              " needs a stop array of that many strings");
+    for (int64_t i = 0; i < o.n_stop; ++i) {
+      QKV_CHECK(o.stop[i], "qkv_generate: stop[", i, "] is NULL");
+      g.stop.emplace_back(o.stop[i]);
+    }
     const qkv::Tokenizer& tok = tokenizer_of(session->context->model);
     // The last sampled token is not fed back, so no logits describe the
     // session's state afterwards.
     session->last_logits.clear();
+    session->fed.clear();
     const qkv::GenerateStats s = qkv::generate(*session->context->decoder, tok, prompt, g,
                                                [&](const std::string& piece) {
                                                  return callback ? callback(piece.data(), piece.size(), user) == 0
@@ -731,10 +833,10 @@ qkv_status qkv_attention_map(qkv_model* model, const int32_t* tokens, int64_t n_
   });
 }
 
-qkv_status qkv_token_piece(const qkv_model* model, int32_t token, char* text, int64_t capacity, int64_t* length) {
+qkv_status qkv_vocab_piece(const qkv_model* model, int32_t token, char* text, int64_t capacity, int64_t* length) {
   QKV_REQUIRE(model);
   QKV_REQUIRE(length);
-  if (capacity < 0) return set_error(QKV_ERR_INVALID_ARGUMENT, "qkv_token_piece: negative capacity");
+  if (capacity < 0) return set_error(QKV_ERR_INVALID_ARGUMENT, "qkv_vocab_piece: negative capacity");
   if (capacity > 0) QKV_REQUIRE(text);
   return guarded([&] {
     const std::string& p = tokenizer_of(model).piece(token);

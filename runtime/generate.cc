@@ -5,6 +5,7 @@
 #include <chrono>
 
 #include "kernels/error.h"
+#include "runtime/stop_strings.h"
 
 namespace qkv {
 
@@ -49,6 +50,14 @@ GenerateStats generate(Decoder& decoder, const Tokenizer& tokenizer, const std::
     const std::string piece = tokenizer.decode(prev, next);
     return !printable(piece) || emit(piece);
   };
+  // Generated text goes through the stop strings first.
+  StopMatcher stops(options.stop);
+  auto show_generated = [&](int32_t prev, int32_t next) {
+    const std::string piece = tokenizer.decode(prev, next);
+    if (!printable(piece)) return true;
+    const std::string out = stops.feed(piece);
+    return out.empty() || emit(out);
+  };
 
   // Prompt: one batched prefill; its pieces (after the first token) are echoed.
   const int64_t n_prefill = std::min(n, max_forward);
@@ -75,9 +84,11 @@ GenerateStats generate(Decoder& decoder, const Tokenizer& tokenizer, const std::
   t0 = std::chrono::steady_clock::now();
   std::vector<float> scratch(static_cast<size_t>(decoder.vocab_size()));
   int32_t token = tokens.back();
+  std::vector<int32_t> history = tokens;  // what the penalties look back over
   for (;;) {
     std::copy(logits, logits + scratch.size(), scratch.begin());
-    const int32_t next = sampler.sample(scratch.data(), static_cast<int64_t>(scratch.size()));
+    const int32_t next = sampler.sample(scratch.data(), static_cast<int64_t>(scratch.size()), history.data(),
+                                        static_cast<int64_t>(history.size()));
     ++stats.generated_tokens;
     if (next == tokenizer.bos_id()) {
       stats.stop_reason = "bos";
@@ -87,11 +98,16 @@ GenerateStats generate(Decoder& decoder, const Tokenizer& tokenizer, const std::
       stats.stop_reason = "eos";
       break;
     }
-    if (!show(token, next)) {
+    if (!show_generated(token, next)) {
       stats.stop_reason = "stopped";
       break;
     }
+    if (stops.stopped()) {
+      stats.stop_reason = "stop";
+      break;
+    }
     token = next;
+    history.push_back(next);
     if (options.n_predict > 0 && stats.generated_tokens >= options.n_predict) {
       stats.stop_reason = "n_predict";
       break;
@@ -103,6 +119,8 @@ GenerateStats generate(Decoder& decoder, const Tokenizer& tokenizer, const std::
     logits = decoder.step(options.seq, token);
     ++stats.forward_passes;
   }
+  const std::string rest = stops.flush();
+  if (!rest.empty() && stats.stop_reason != "stopped") emit(rest);
   stats.generate_ms = ms_since(t0);
   return stats;
 }

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "runtime/decoder.h"
 #include "runtime/sampler.h"
@@ -21,6 +22,9 @@ struct GenerateOptions {
   bool add_bos = true;
   int64_t seq = 0;  // which sequence of the decoder
   SamplerOptions sampler;
+  // Generation ends before the first of these strings; none of it is emitted,
+  // even when it spans several tokens.
+  std::vector<std::string> stop;
 };
 
 struct GenerateStats {
@@ -29,7 +33,7 @@ struct GenerateStats {
   int64_t forward_passes = 0;
   double prompt_ms = 0;          // prefill
   double generate_ms = 0;        // sampling and decode steps
-  std::string stop_reason;       // "eos", "bos", "steps", "n_predict", "context", "stopped"
+  std::string stop_reason;       // "eos", "bos", "steps", "n_predict", "context", "stop" (a stop string), "stopped"
 };
 
 // Emits pieces exactly as llama2.c's run prints them: the prompt's pieces after

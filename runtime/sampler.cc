@@ -19,6 +19,63 @@ Sampler::Sampler(const SamplerOptions& options) : options_(options), state_(opti
   QKV_CHECK(std::isfinite(options.temperature), "temperature must be a finite number");
   QKV_CHECK(options.top_p > 0.0f, "top-p must be positive (1 turns it off)");
   QKV_CHECK(options.min_p < 1.0f, "min-p must be below 1 (0 turns it off)");
+  QKV_CHECK(std::isfinite(options.repeat_penalty), "repeat penalty must be a finite number");
+  QKV_CHECK(options.repeat_last_n >= -1, "repeat-last-n must be -1 (all), 0 (off) or a count");
+  QKV_CHECK(std::isfinite(options.presence_penalty) && std::isfinite(options.frequency_penalty),
+            "presence and frequency penalties must be finite numbers");
+  for (const auto& [token, bias] : options.logit_bias) {
+    QKV_CHECK(token >= 0, "logit bias for a negative token id ", token);
+    QKV_CHECK(!std::isnan(bias) && bias != INFINITY, "logit bias for token ", token, " must be a number or -inf");
+  }
+}
+
+void Sampler::apply_penalties(float* logits, int64_t n, const int32_t* recent, int64_t n_recent) {
+  for (const auto& [token, bias] : options_.logit_bias) {
+    QKV_CHECK(token < n, "logit bias for token ", token, " but the vocabulary has ", n, " tokens");
+    logits[token] += bias;
+  }
+  const bool repeat = options_.repeat_penalty > 0.0f && options_.repeat_penalty != 1.0f;
+  if (!repeat && options_.presence_penalty == 0.0f && options_.frequency_penalty == 0.0f) return;
+  if (options_.repeat_last_n == 0 || n_recent <= 0 || recent == nullptr) return;
+  const int64_t window = options_.repeat_last_n < 0 ? n_recent : std::min(n_recent, options_.repeat_last_n);
+  counts_.clear();
+  for (int64_t i = n_recent - window; i < n_recent; ++i) counts_.push_back({recent[i], 0});
+  std::sort(counts_.begin(), counts_.end());
+  size_t w = 0;  // run-length the sorted ids into (token, count)
+  for (size_t r = 0; r < counts_.size(); ++r) {
+    if (w > 0 && counts_[w - 1].first == counts_[r].first) {
+      ++counts_[w - 1].second;
+    } else {
+      counts_[w++] = {counts_[r].first, 1};
+    }
+  }
+  counts_.resize(w);
+  for (const auto& [token, count] : counts_) {
+    if (token < 0 || token >= n) continue;  // not a token of this vocabulary: nothing to penalize
+    float& l = logits[token];
+    if (repeat) l = l > 0 ? l / options_.repeat_penalty : l * options_.repeat_penalty;
+    l -= static_cast<float>(count) * options_.frequency_penalty + options_.presence_penalty;
+  }
+}
+
+TokenLogprobs token_logprobs(const float* logits, int64_t n, int32_t token, int64_t n_top) {
+  QKV_CHECK(n >= 1 && token >= 0 && token < n, "logprobs of token ", token, " among ", n, " logits");
+  const float top = logits[argmax(logits, n)];
+  double sum = 0;
+  for (int64_t i = 0; i < n; ++i) sum += std::exp(static_cast<double>(logits[i]) - top);
+  const double log_z = top + std::log(sum);
+  TokenLogprobs out;
+  out.logprob = static_cast<float>(logits[token] - log_z);
+  n_top = std::clamp<int64_t>(n_top, 0, n);
+  if (n_top > 0) {
+    std::vector<std::pair<float, int32_t>> c(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) c[i] = {logits[i], static_cast<int32_t>(i)};
+    std::partial_sort(c.begin(), c.begin() + n_top, c.end(), [](const auto& a, const auto& b) {
+      return a.first > b.first || (a.first == b.first && a.second < b.second);
+    });
+    for (int64_t i = 0; i < n_top; ++i) out.top.push_back({c[i].second, static_cast<float>(c[i].first - log_z)});
+  }
+  return out;
 }
 
 // splitmix64: a small, well-mixed generator whose whole state is the seed.
@@ -52,8 +109,9 @@ int32_t Sampler::sample_unordered(const float* logits, int64_t n) {
   return last;
 }
 
-int32_t Sampler::sample(float* logits, int64_t n) {
+int32_t Sampler::sample(float* logits, int64_t n, const int32_t* recent, int64_t n_recent) {
   QKV_CHECK(n >= 1 && logits != nullptr, "sampling needs at least one logit");
+  apply_penalties(logits, n, recent, n_recent);
   if (options_.temperature <= 0.0f) return argmax(logits, n);
   const bool needs_order = (options_.top_k > 0 && options_.top_k < n) || options_.top_p < 1.0f;
   if (!needs_order) return sample_unordered(logits, n);

@@ -3,7 +3,13 @@
 set -euo pipefail
 # ocl-icd-opencl-dev: Debian's oneDNN is built with an OpenCL GPU runtime, so its CMake
 # config calls find_package(OpenCL REQUIRED); libdnnl-dev only recommends the package.
-packages=(cmake g++ make pkg-config libhwy-dev libdnnl-dev ocl-icd-opencl-dev doctest-dev libbenchmark-dev)
+# libcpp-httplib-dev, nlohmann-json3-dev: HTTP and JSON of qkv serve; nginx, curl, nodejs,
+# npm: its tests (the load balancer in front of two replicas, raw SSE, the OpenAI client).
+packages=(cmake g++ make pkg-config libhwy-dev libdnnl-dev ocl-icd-opencl-dev doctest-dev libbenchmark-dev
+          libcpp-httplib-dev nlohmann-json3-dev nginx curl)
+# Node from another source (e.g. NodeSource, which bundles npm) is used as it is.
+command -v node >/dev/null || packages+=(nodejs)
+command -v npm >/dev/null || packages+=(npm)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

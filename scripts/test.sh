@@ -37,6 +37,8 @@ sanitized_stage() {
   local targets
   targets=$(targets_with_label "$label")
   [ -n "$targets" ] || { echo "no suites labelled $label"; return 1; }
+  # Suites that drive the qkv binary (qkv serve's) need it built in this stage too.
+  if ctest --test-dir build -N -L "$label" | grep -q ' serve_'; then targets="$targets qkv"; fi
   # shellcheck disable=SC2086
   cmake --build "$dir" -j"$jobs" --target $targets
   run_ctest --test-dir "$dir" --output-on-failure -j"$jobs" -L "$label"

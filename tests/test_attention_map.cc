@@ -107,9 +107,9 @@ TEST_CASE("qkv_attention_map: one head or all, sizes, and bad arguments") {
   for (float w : w1) CHECK(w == 1.0f);
   char piece[32];
   int64_t len = 0;
-  REQUIRE(qkv_token_piece(m, ids[1], piece, sizeof piece, &len) == QKV_OK);
+  REQUIRE(qkv_vocab_piece(m, ids[1], piece, sizeof piece, &len) == QKV_OK);
   CHECK(std::string(piece) == "\xE2\x96\x81Once");
-  CHECK(qkv_token_piece(m, 1, piece, 2, &len) == QKV_ERR_BUFFER_TOO_SMALL);
+  CHECK(qkv_vocab_piece(m, 1, piece, 2, &len) == QKV_ERR_BUFFER_TOO_SMALL);
   CHECK(len == 3);  // "<s>"
   qkv_model_free(m);
 }

@@ -32,4 +32,13 @@ if(QKV_BUILD_BENCH)
   qkv_require(benchmark_FOUND "Google Benchmark (benchmark::benchmark)" libbenchmark-dev)
 endif()
 
+# qkv serve: HTTP from cpp-httplib (Debian ships it as a library with a
+# pkg-config file, whose flags must match how it was built), JSON from nlohmann-json.
+find_package(PkgConfig QUIET)
+qkv_require(PKG_CONFIG_FOUND "pkg-config" pkg-config)
+pkg_check_modules(HTTPLIB QUIET IMPORTED_TARGET cpp-httplib)
+qkv_require(HTTPLIB_FOUND "cpp-httplib (pkg-config cpp-httplib)" libcpp-httplib-dev)
+find_package(nlohmann_json 3 CONFIG QUIET)
+qkv_require(nlohmann_json_FOUND "nlohmann-json (nlohmann_json::nlohmann_json)" nlohmann-json3-dev)
+
 find_package(Threads REQUIRED)

@@ -34,9 +34,9 @@ int64_t parse_choice(const char* flag, const std::string& s, int64_t n) {
 
 std::string piece_of(const qkv_model* m, int32_t id) {
   int64_t len = 0;
-  qkv_token_piece(m, id, nullptr, 0, &len);
+  qkv_vocab_piece(m, id, nullptr, 0, &len);
   std::string s(static_cast<size_t>(len) + 1, '\0');
-  check(qkv_token_piece(m, id, s.data(), len + 1, &len), "token piece");
+  check(qkv_vocab_piece(m, id, s.data(), len + 1, &len), "token piece");
   s.resize(static_cast<size_t>(len));
   return s;
 }

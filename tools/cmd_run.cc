@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "qkv.h"
 #include "tools/args.h"
@@ -25,6 +26,11 @@ const char* kRunUsage =
     "  --temp T              temperature; 0 is greedy (default 0.8)\n"
     "  --top-k K             (default 40; 0 off)   --top-p P (default 0.95; 1 off)\n"
     "  --min-p P             (default 0.05; 0 off) --seed S  (default: from the clock)\n"
+    "  --repeat-penalty R    divide repeated tokens' positive logits by R (default 1, off)\n"
+    "  --repeat-last-n N     tokens the penalties look back over (default 64; 0 off, -1 all)\n"
+    "  --presence-penalty P  subtract P from tokens already present (default 0)\n"
+    "  --frequency-penalty F subtract F per occurrence (default 0)\n"
+    "  -r, --reverse-prompt S stop before the text S (repeatable; S is never printed)\n"
     "  -c, --ctx-size N      context positions (default: the model's)\n"
     "  --kv-type T           KV cache type: f32, f16 (default), bf16, q8_0\n"
     "  -b, --batch-size N    prompt tokens per prefill batch (default 256)\n"
@@ -46,6 +52,7 @@ int cmd_run(int argc, char** argv) {
   qkv_generate_options gopts;
   qkv_generate_options_init(&gopts);
   bool seed_given = false, quiet = false;
+  std::vector<std::string> stops;
 
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -75,6 +82,16 @@ int cmd_run(int argc, char** argv) {
     } else if (a == "--seed") {
       gopts.sampler.seed = static_cast<uint64_t>(parse_int(a.c_str(), flag_value(argc, argv, i), 0, INT64_MAX));
       seed_given = true;
+    } else if (a == "--repeat-penalty") {
+      gopts.sampler.repeat_penalty = parse_float(a.c_str(), flag_value(argc, argv, i), 0.0, 1e6);
+    } else if (a == "--repeat-last-n") {
+      gopts.sampler.repeat_last_n = parse_int(a.c_str(), flag_value(argc, argv, i), -1, INT64_C(1) << 40);
+    } else if (a == "--presence-penalty") {
+      gopts.sampler.presence_penalty = parse_float(a.c_str(), flag_value(argc, argv, i), -1e6, 1e6);
+    } else if (a == "--frequency-penalty") {
+      gopts.sampler.frequency_penalty = parse_float(a.c_str(), flag_value(argc, argv, i), -1e6, 1e6);
+    } else if (a == "-r" || a == "--reverse-prompt") {
+      stops.emplace_back(flag_value(argc, argv, i));
     } else if (a == "-c" || a == "--ctx-size") {
       copts.context = parse_int(a.c_str(), flag_value(argc, argv, i), 1, INT64_C(1) << 24);
     } else if (a == "--kv-type") {
@@ -97,6 +114,11 @@ int cmd_run(int argc, char** argv) {
   if (!seed_given) {
     gopts.sampler.seed = static_cast<uint64_t>(std::chrono::system_clock::now().time_since_epoch().count());
   }
+
+  std::vector<const char*> stop_ptrs;
+  for (const std::string& s : stops) stop_ptrs.push_back(s.c_str());
+  gopts.stop = stop_ptrs.data();
+  gopts.n_stop = static_cast<int64_t>(stop_ptrs.size());
 
   const auto t0 = std::chrono::steady_clock::now();
   qkv_model_options mopts;

@@ -27,6 +27,7 @@ const Command kCommands[] = {
     {"perplexity", qkv::tools::cmd_perplexity, "perplexity and KL divergence on a text, as llama-perplexity"},
     {"explain", qkv::tools::cmd_explain, "scaled dot-product attention, step by step, from qkv's kernels"},
     {"attention", qkv::tools::cmd_attention, "heatmaps of a model's attention weights on a prompt (SVG, JSON)"},
+    {"serve", qkv::tools::cmd_serve, "an OpenAI-compatible HTTP server with continuous batching"},
 };
 
 void print_usage(FILE* out) {

@@ -1,0 +1,16 @@
+# qkv serve, driven over HTTP on 127.0.0.1 (free ports; servers always stopped).
+add_test(NAME serve_curl
+         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/serve_curl.sh $<TARGET_FILE:qkv> ${QKV_SHARED_DIR})
+set_tests_properties(serve_curl PROPERTIES TIMEOUT 240 LABELS "serve")
+add_test(NAME serve_openai
+         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/serve_openai.sh $<TARGET_FILE:qkv> ${QKV_SHARED_DIR}
+                 ${PROJECT_BINARY_DIR}/serve_npm)
+set_tests_properties(serve_openai PROPERTIES TIMEOUT 300 LABELS "serve")
+foreach(t load faults)
+  add_test(NAME serve_${t}
+           COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/serve_node.sh serve_${t}.mjs $<TARGET_FILE:qkv> ${QKV_SHARED_DIR})
+  set_tests_properties(serve_${t} PROPERTIES TIMEOUT 300 LABELS "serve;asan")
+endforeach()
+add_test(NAME serve_nginx
+         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/serve_nginx.sh $<TARGET_FILE:qkv> ${QKV_SHARED_DIR})
+set_tests_properties(serve_nginx PROPERTIES TIMEOUT 180 LABELS "serve")

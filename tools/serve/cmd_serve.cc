@@ -1,0 +1,180 @@
+// qkv serve: an OpenAI-compatible HTTP server over the C API, with continuous
+// batching over --slots sequences of one context. SIGTERM/SIGINT: stop
+// accepting, let running requests finish within --grace seconds (then cancel
+// them), exit 0.
+#include <signal.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cinttypes>
+#include <cstdio>
+#include <string>
+#include <thread>
+
+#include "tools/args.h"
+#include "tools/commands.h"
+#include "tools/serve/server.h"
+
+namespace qkv::tools {
+
+namespace {
+
+const char* kServeUsage =
+    "usage: qkv serve -m MODEL [options]\n"
+    "  -m, --model PATH      GGUF file or llama2.c checkpoint (-z TOKENIZER for the latter)\n"
+    "  --host ADDR           address to bind (default 127.0.0.1; 0.0.0.0 for every interface)\n"
+    "  --port N              port (default 8080; 0 picks a free one, printed on stderr)\n"
+    "  --slots N             sequences decoded together (default 4)\n"
+    "  -c, --ctx-size N      positions per slot (default: the model's, at most 4096)\n"
+    "  --kv-type T           KV cache type: f32, f16 (default), bf16, q8_0\n"
+    "  -t, --threads N       threads (default: all cores)\n"
+    "  --api-key KEY         require 'Authorization: Bearer KEY'\n"
+    "  --max-queue N         requests waiting for a slot before 503 (default 64)\n"
+    "  --timeout S           per-request time limit in seconds (default 600)\n"
+    "  --grace S             seconds running requests get to finish on SIGTERM (default 10)\n"
+    "  --prefill-chunk N     prompt tokens per step while others decode (default 256)\n"
+    "  --max-body BYTES      request body limit (default 1048576)\n"
+    "  --alias NAME          the model id in the API (default: the file name)\n";
+
+std::atomic<int> g_signal{0};
+void on_signal(int sig) { g_signal = sig; }
+
+std::string base_name(const std::string& path) {
+  const size_t slash = path.find_last_of('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+}  // namespace
+
+int cmd_serve(int argc, char** argv) {
+  serve::ServeOptions o;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "-h" || a == "--help") {
+      std::fputs(kServeUsage, stdout);
+      return 0;
+    } else if (a == "-m" || a == "--model") {
+      o.model_path = flag_value(argc, argv, i);
+    } else if (a == "-z" || a == "--tokenizer") {
+      o.tokenizer_path = flag_value(argc, argv, i);
+    } else if (a == "--host") {
+      o.host = flag_value(argc, argv, i);
+    } else if (a == "--port") {
+      o.port = static_cast<int>(parse_int(a.c_str(), flag_value(argc, argv, i), 0, 65535));
+    } else if (a == "--slots" || a == "-np" || a == "--parallel") {
+      o.slots = static_cast<int>(parse_int(a.c_str(), flag_value(argc, argv, i), 1, 256));
+    } else if (a == "-c" || a == "--ctx-size") {
+      o.context = parse_int(a.c_str(), flag_value(argc, argv, i), 2, INT64_C(1) << 24);
+    } else if (a == "--kv-type") {
+      o.kv_type = parse_kv_type(flag_value(argc, argv, i));
+    } else if (a == "-t" || a == "--threads") {
+      o.threads = static_cast<int>(parse_int(a.c_str(), flag_value(argc, argv, i), 1, 1024));
+    } else if (a == "--api-key") {
+      o.api_key = flag_value(argc, argv, i);
+      if (o.api_key.empty()) fail("flag --api-key needs a non-empty key");
+    } else if (a == "--max-queue") {
+      o.max_queue = static_cast<size_t>(parse_int(a.c_str(), flag_value(argc, argv, i), 0, 1 << 20));
+    } else if (a == "--timeout") {
+      o.timeout_s = parse_float(a.c_str(), flag_value(argc, argv, i), 0.001, 1e7);
+    } else if (a == "--grace") {
+      o.grace_s = parse_float(a.c_str(), flag_value(argc, argv, i), 0, 1e6);
+    } else if (a == "--prefill-chunk") {
+      o.prefill_chunk = parse_int(a.c_str(), flag_value(argc, argv, i), 1, 1 << 16);
+    } else if (a == "--max-body") {
+      o.max_body = static_cast<size_t>(parse_int(a.c_str(), flag_value(argc, argv, i), 256, INT64_C(1) << 32));
+    } else if (a == "--alias") {
+      o.model_id = flag_value(argc, argv, i);
+    } else {
+      std::fprintf(stderr, "qkv serve: unknown flag '%s'\n\n%s", argv[i], kServeUsage);
+      return 2;
+    }
+  }
+  if (o.model_path.empty()) {
+    std::fprintf(stderr, "qkv serve: -m MODEL is required\n\n%s", kServeUsage);
+    return 2;
+  }
+  if (o.model_id.empty()) o.model_id = base_name(o.model_path);
+
+  serve::ServerState st;
+  st.options = o;
+  qkv_model_options mopts;
+  qkv_model_options_init(&mopts);
+  if (!o.tokenizer_path.empty()) mopts.tokenizer_path = o.tokenizer_path.c_str();
+  if (qkv_model_load(o.model_path.c_str(), &mopts, &st.model) != QKV_OK) fail("loading the model: ", qkv_last_error());
+  qkv_model_get_info(st.model, &st.info);
+  if (!st.info.has_tokenizer) {
+    qkv_model_free(st.model);
+    fail("the model has no vocabulary: a llama2.c checkpoint needs -z TOKENIZER");
+  }
+  st.slot_context = o.context > 0 ? o.context : std::min<int64_t>(st.info.context_length, 4096);
+  qkv_context_options copts;
+  qkv_context_options_init(&copts);
+  copts.context = st.slot_context;
+  copts.kv_type = o.kv_type;
+  copts.threads = o.threads;
+  copts.prefill_batch = o.prefill_chunk;
+  qkv_context* ctx = nullptr;
+  if (qkv_context_create(st.model, o.slots, &copts, &ctx) != QKV_OK) {
+    const std::string msg = qkv_last_error();
+    qkv_model_free(st.model);
+    fail("creating the context: ", msg);
+  }
+  st.limits.vocab_size = st.info.vocab_size;
+  st.limits.max_prompt_tokens = st.slot_context;
+  serve::Scheduler::Options so;
+  so.prefill_chunk = o.prefill_chunk;
+  so.max_queue = o.max_queue;
+  st.scheduler = std::make_unique<serve::Scheduler>(st.model, ctx, o.slots, st.slot_context, so, st.metrics);
+
+  httplib::Server svr;
+  // Enough handler threads for every slot, the whole queue and a few quick requests besides.
+  const size_t threads = std::min<size_t>(static_cast<size_t>(o.slots) + o.max_queue + 16, 1024);
+  svr.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+  svr.set_payload_max_length(o.max_body);
+  svr.set_read_timeout(30);
+  svr.set_write_timeout(30);
+  svr.set_keep_alive_timeout(5);
+  serve::install_routes(svr, st);
+
+  int port = o.port;
+  const bool bound = port == 0 ? (port = svr.bind_to_any_port(o.host)) > 0 : svr.bind_to_port(o.host, port);
+  if (!bound) {
+    st.scheduler.reset();
+    qkv_context_free(ctx);
+    qkv_model_free(st.model);
+    fail("cannot listen on ", o.host, ":", o.port, " (address in use, or not an address of this host)");
+  }
+
+  signal(SIGPIPE, SIG_IGN);
+  struct sigaction sa {};
+  sa.sa_handler = on_signal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGTERM, &sa, nullptr);
+  sigaction(SIGINT, &sa, nullptr);
+  std::atomic<bool> done{false};
+  std::thread watcher([&] {
+    while (!done && g_signal == 0) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    if (done) return;
+    std::fprintf(stderr, "qkv serve: signal %d: finishing running requests (up to %.0f s)\n", g_signal.load(),
+                 o.grace_s);
+    st.stopping = true;
+    st.scheduler->drain(std::chrono::milliseconds(static_cast<int64_t>(o.grace_s * 1000)));
+    svr.stop();
+  });
+
+  std::fprintf(stderr, "qkv serve: %s, %d slots x %" PRId64 " positions (%s KV, %.1f MiB), listening on http://%s:%d\n",
+               o.model_id.c_str(), o.slots, st.slot_context, kv_type_name(o.kv_type),
+               static_cast<double>(qkv_context_kv_bytes(ctx)) / (1024.0 * 1024.0), o.host.c_str(), port);
+  std::fflush(stderr);
+  svr.listen_after_bind();
+  done = true;
+  watcher.join();
+  st.scheduler.reset();
+  qkv_context_free(ctx);
+  qkv_model_free(st.model);
+  std::fprintf(stderr, "qkv serve: stopped\n");
+  return 0;
+}
+
+}  // namespace qkv::tools

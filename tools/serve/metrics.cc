@@ -1,0 +1,107 @@
+#include "tools/serve/metrics.h"
+
+#include <cstdio>
+
+namespace qkv::serve {
+
+namespace {
+constexpr double kRateWindowS = 10.0;
+
+std::string num(double x) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.9g", x);
+  return buf;
+}
+}  // namespace
+
+Histogram::Histogram(std::vector<double> bounds) : bounds_(std::move(bounds)), counts_(bounds_.size() + 1, 0) {}
+
+void Histogram::observe(double x) {
+  size_t i = 0;
+  while (i < bounds_.size() && x > bounds_[i]) ++i;
+  ++counts_[i];
+  sum_ += x;
+  ++count_;
+}
+
+void Histogram::write(std::string& out, const std::string& name, const std::string& help) const {
+  out += "# HELP " + name + " " + help + "\n# TYPE " + name + " histogram\n";
+  uint64_t cumulative = 0;
+  for (size_t i = 0; i < bounds_.size(); ++i) {
+    cumulative += counts_[i];
+    out += name + "_bucket{le=\"" + num(bounds_[i]) + "\"} " + std::to_string(cumulative) + "\n";
+  }
+  out += name + "_bucket{le=\"+Inf\"} " + std::to_string(count_) + "\n";
+  out += name + "_sum " + num(sum_) + "\n" + name + "_count " + std::to_string(count_) + "\n";
+}
+
+Metrics::Metrics()
+    : ttft_({0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30}),
+      itl_({0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1}) {}
+
+void Metrics::request_done(const std::string& endpoint, int status) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ++requests_[{endpoint, status}];
+}
+
+void Metrics::tokens(int64_t prompt, int64_t cached, int64_t generated) {
+  std::lock_guard<std::mutex> lock(mu_);
+  prompt_ += static_cast<uint64_t>(prompt);
+  cached_ += static_cast<uint64_t>(cached);
+  generated_ += static_cast<uint64_t>(generated);
+}
+
+void Metrics::first_token(double seconds) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ttft_.observe(seconds);
+}
+
+void Metrics::inter_token(double seconds) {
+  std::lock_guard<std::mutex> lock(mu_);
+  itl_.observe(seconds);
+}
+
+void Metrics::step_tokens(int64_t n) {
+  const auto now = std::chrono::steady_clock::now();
+  std::lock_guard<std::mutex> lock(mu_);
+  recent_.push_back({now, n});
+  while (!recent_.empty() && std::chrono::duration<double>(now - recent_.front().first).count() > kRateWindowS) {
+    recent_.pop_front();
+  }
+}
+
+std::string Metrics::render(size_t queue_depth, int busy_slots, int slots) {
+  const auto now = std::chrono::steady_clock::now();
+  std::lock_guard<std::mutex> lock(mu_);
+  std::string out;
+  out += "# HELP qkv_requests_total HTTP requests answered, by endpoint and status\n";
+  out += "# TYPE qkv_requests_total counter\n";
+  for (const auto& [key, n] : requests_) {
+    out += "qkv_requests_total{endpoint=\"" + key.first + "\",status=\"" + std::to_string(key.second) + "\"} " +
+           std::to_string(n) + "\n";
+  }
+  auto counter = [&](const char* name, const char* help, uint64_t v) {
+    out += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " counter\n" + name + " " +
+           std::to_string(v) + "\n";
+  };
+  auto gauge = [&](const char* name, const char* help, double v) {
+    out += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " gauge\n" + name + " " + num(v) + "\n";
+  };
+  counter("qkv_prompt_tokens_total", "prompt tokens of finished requests", prompt_);
+  counter("qkv_prompt_tokens_cached_total", "prompt tokens reused from a slot's cache", cached_);
+  counter("qkv_generated_tokens_total", "tokens generated", generated_);
+  int64_t window_tokens = 0;
+  for (const auto& [t, n] : recent_) {
+    if (std::chrono::duration<double>(now - t).count() <= kRateWindowS) window_tokens += n;
+  }
+  gauge("qkv_tokens_per_second", "tokens generated per second over the last 10 seconds",
+        static_cast<double>(window_tokens) / kRateWindowS);
+  gauge("qkv_queue_depth", "requests waiting for a slot", static_cast<double>(queue_depth));
+  gauge("qkv_slots_busy", "slots running a request", busy_slots);
+  gauge("qkv_slots_total", "slots (sequences of the KV cache)", slots);
+  ttft_.write(out, "qkv_time_to_first_token_seconds", "time from arrival to the first generated token");
+  itl_.write(out, "qkv_inter_token_latency_seconds", "time between a request's consecutive tokens");
+  return out;
+}
+
+}  // namespace qkv::serve

@@ -1,0 +1,48 @@
+// The server's counters, gauges and latency histograms, written out in the
+// Prometheus text format for GET /metrics.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace qkv::serve {
+
+class Histogram {
+ public:
+  explicit Histogram(std::vector<double> bounds);
+  void observe(double x);
+  void write(std::string& out, const std::string& name, const std::string& help) const;
+
+ private:
+  std::vector<double> bounds_;
+  std::vector<uint64_t> counts_;  // per bucket (not cumulative); last: +Inf
+  double sum_ = 0;
+  uint64_t count_ = 0;
+};
+
+class Metrics {
+ public:
+  Metrics();
+  void request_done(const std::string& endpoint, int status);
+  void tokens(int64_t prompt, int64_t cached, int64_t generated);
+  void first_token(double seconds);
+  void inter_token(double seconds);
+  void step_tokens(int64_t n);  // tokens generated in one scheduler step (tokens/s over the last 10 s)
+  // The Prometheus text; the gauges are given by the caller.
+  std::string render(size_t queue_depth, int busy_slots, int slots);
+
+ private:
+  std::mutex mu_;
+  std::map<std::pair<std::string, int>, uint64_t> requests_;
+  uint64_t prompt_ = 0, cached_ = 0, generated_ = 0;
+  Histogram ttft_, itl_;
+  std::deque<std::pair<std::chrono::steady_clock::time_point, int64_t>> recent_;
+};
+
+}  // namespace qkv::serve

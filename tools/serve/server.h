@@ -1,0 +1,57 @@
+// qkv serve's HTTP side: the options, and the state the endpoints share.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include <httplib.h>
+
+#include "qkv.h"
+#include "tools/serve/metrics.h"
+#include "tools/serve/request.h"
+#include "tools/serve/scheduler.h"
+
+namespace qkv::serve {
+
+struct ServeOptions {
+  std::string model_path, tokenizer_path, model_id;
+  std::string host = "127.0.0.1";
+  int port = 8080;  // 0: any free port (printed)
+  int slots = 4;
+  int64_t context = 0;  // per slot; 0: min(model's, 4096)
+  qkv_type kv_type = QKV_TYPE_F16;
+  int threads = 0;
+  std::string api_key;
+  size_t max_queue = 64;
+  double timeout_s = 600;
+  double grace_s = 10;
+  int64_t prefill_chunk = 256;
+  size_t max_body = 1 << 20;
+  int max_json_depth = 32;
+};
+
+struct ServerState {
+  ServeOptions options;
+  qkv_model* model = nullptr;
+  qkv_model_info info{};
+  int64_t slot_context = 0;
+  RequestLimits limits;
+  Metrics metrics;
+  std::unique_ptr<Scheduler> scheduler;
+  std::atomic<bool> stopping{false};
+};
+
+// Every route, the auth check and the error handlers.
+void install_routes(httplib::Server& svr, ServerState& state);
+// POST /v1/completions and /v1/chat/completions.
+void handle_generate(ServerState& state, bool chat, const httplib::Request& req, httplib::Response& res);
+// Writes an OpenAI error object with its status.
+void send_error(httplib::Response& res, int status, const std::string& message,
+                const std::string& type = "invalid_request_error", const std::string& param = "",
+                const std::string& code = "");
+// The web chat page served at /.
+const char* web_page();
+
+}  // namespace qkv::serve
