@@ -13,5 +13,6 @@ int cmd_run(int argc, char** argv);
 int cmd_bench(int argc, char** argv);
 int cmd_make_model(int argc, char** argv);
 int cmd_plot(int argc, char** argv);
+int cmd_template(int argc, char** argv);
 
 }  // namespace qkv::tools

@@ -24,6 +24,7 @@ const Command kCommands[] = {
     {"bench", qkv::tools::cmd_bench, "measure prefill, decode and batched decode throughput"},
     {"make-model", qkv::tools::cmd_make_model, "write a synthetic random-weight model as GGUF"},
     {"plot", qkv::tools::cmd_plot, "draw qkv bench --json results as SVG"},
+    {"template", qkv::tools::cmd_template, "print the chat prompt a model's template makes of a conversation"},
 };
 
 void print_usage(FILE* out) {
