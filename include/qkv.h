@@ -120,6 +120,20 @@ QKV_API qkv_status qkv_tokenize(const qkv_model* model, const char* text, int ad
 QKV_API qkv_status qkv_detokenize(const qkv_model* model, const int32_t* tokens, int64_t n_tokens, char* text,
                                   int64_t capacity, int64_t* length);
 
+/* Chat templates. Renders the model's Jinja chat template (GGUF
+ * tokenizer.chat_template), or template_source when it is not NULL, as Hugging
+ * Face's apply_chat_template does: conversation_json is a JSON array of
+ * {"role", "content"} messages, or an object with "messages" (and "tools" or
+ * any other variable the template reads); bos_token and eos_token are the
+ * model's, add_generation_prompt is the flag. The text comes back as in
+ * qkv_detokenize (*length set always; QKV_ERR_BUFFER_TOO_SMALL when capacity <
+ * *length + 1; text may be NULL with capacity 0 for a size query). Bad JSON, a
+ * template error, a model without a template, or the template's own
+ * raise_exception() give QKV_ERR_INVALID_ARGUMENT with the message in
+ * qkv_last_error() (raise_exception's message verbatim). */
+QKV_API qkv_status qkv_chat_render(const qkv_model* model, const char* template_source, const char* conversation_json,
+                                   int add_generation_prompt, char* text, int64_t capacity, int64_t* length);
+
 /* ---- contexts and sessions ---- */
 
 typedef struct {

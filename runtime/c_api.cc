@@ -25,6 +25,7 @@
 #include "kernels/error.h"
 #include "kernels/simd_target.h"
 #include "runtime/attention_map.h"
+#include "runtime/chat_template.h"
 #include "runtime/decoder.h"
 #include "runtime/generate.h"
 #include "runtime/gguf.h"
@@ -37,6 +38,7 @@
 struct qkv_model {
   qkv::Model model;
   std::optional<qkv::Tokenizer> tokenizer;
+  qkv::ChatTemplate chat;  // tokenizer.chat_template and the BOS/EOS texts (GGUF only)
 };
 
 struct qkv_context {
@@ -234,6 +236,8 @@ qkv_status qkv_model_load(const char* path, const qkv_model_options* options, qk
           const qkv::GGUFFile file = qkv::GGUFFile::open(path);
           if (file.find("tokenizer.ggml.tokens")) m->tokenizer = qkv::Tokenizer::from_gguf(file);
         }
+        if (qkv::detect_model_format(path) == qkv::ModelFormat::GGUF)
+          m->chat = qkv::chat_template_of(qkv::GGUFFile::open(path));
         if (m->tokenizer && m->tokenizer->vocab_size() != vocab) {
           qkv::fail_as(qkv::ErrorKind::kFormat, "the tokenizer has ", m->tokenizer->vocab_size(),
                        " tokens but the model's vocabulary is ", vocab);
@@ -284,6 +288,26 @@ qkv_status qkv_tokenize(const qkv_model* model, const char* text, int add_bos, i
     *n_tokens = n;
     if (capacity < n) return buffer_too_small(__func__, "token", capacity, n, "ids");
     std::copy(ids.begin(), ids.end(), tokens);
+    return QKV_OK;
+  });
+}
+
+qkv_status qkv_chat_render(const qkv_model* model, const char* template_source, const char* conversation_json,
+                           int add_generation_prompt, char* text, int64_t capacity, int64_t* length) {
+  QKV_REQUIRE(model);
+  QKV_REQUIRE(conversation_json);
+  QKV_REQUIRE(length);
+  if (capacity < 0) return set_error(QKV_ERR_INVALID_ARGUMENT, "qkv_chat_render: negative capacity");
+  if (capacity > 0) QKV_REQUIRE(text);
+  return guarded([&] {
+    qkv::ChatTemplate t = model->chat;
+    if (template_source) t.source = template_source;
+    const std::string s = qkv::render_chat(t, conversation_json, add_generation_prompt != 0);
+    const auto n = static_cast<int64_t>(s.size());
+    *length = n;
+    if (capacity < n + 1) return buffer_too_small(__func__, "text", capacity, n + 1, "bytes (with the NUL)");
+    std::memcpy(text, s.data(), s.size());
+    text[s.size()] = '\0';
     return QKV_OK;
   });
 }

@@ -42,3 +42,6 @@ find_package(nlohmann_json 3 CONFIG QUIET)
 qkv_require(nlohmann_json_FOUND "nlohmann-json (nlohmann_json::nlohmann_json)" nlohmann-json3-dev)
 
 find_package(Threads REQUIRED)
+
+find_package(nlohmann_json 3 CONFIG QUIET)
+qkv_require(nlohmann_json_FOUND "nlohmann-json (nlohmann_json::nlohmann_json)" nlohmann-json3-dev)

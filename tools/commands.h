@@ -17,5 +17,6 @@ int cmd_perplexity(int argc, char** argv);
 int cmd_explain(int argc, char** argv);
 int cmd_attention(int argc, char** argv);
 int cmd_serve(int argc, char** argv);
+int cmd_template(int argc, char** argv);
 
 }  // namespace qkv::tools

@@ -28,6 +28,7 @@ const Command kCommands[] = {
     {"explain", qkv::tools::cmd_explain, "scaled dot-product attention, step by step, from qkv's kernels"},
     {"attention", qkv::tools::cmd_attention, "heatmaps of a model's attention weights on a prompt (SVG, JSON)"},
     {"serve", qkv::tools::cmd_serve, "an OpenAI-compatible HTTP server with continuous batching"},
+    {"template", qkv::tools::cmd_template, "print the chat prompt a model's template makes of a conversation"},
 };
 
 void print_usage(FILE* out) {
