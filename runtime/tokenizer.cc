@@ -162,6 +162,12 @@ void Tokenizer::build_special(const std::string& general_name, int32_t eot_id, i
   special_ = std::make_shared<const SpecialTokens>(std::move(special));
 }
 
+const std::vector<std::string>& Tokenizer::bpe_merges() const {
+  static const std::vector<std::string> none;
+  return bpe_ ? bpe_->merges() : none;
+}
+std::string Tokenizer::bpe_pre() const { return bpe_ ? bpe_->pre_name() : std::string(); }
+
 bool Tokenizer::is_eog(int32_t id) const { return std::binary_search(eog_.begin(), eog_.end(), id); }
 
 std::vector<int32_t> Tokenizer::encode(const std::string& text, bool bos, bool eos, bool parse_special) const {

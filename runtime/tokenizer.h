@@ -73,6 +73,9 @@ class Tokenizer {
   bool add_bos() const { return add_bos_; }  // GGUF tokenizer.ggml.add_bos_token (SentencePiece default true)
   bool add_eos() const { return add_eos_; }  // GGUF tokenizer.ggml.add_eos_token (default false)
   bool is_bpe() const { return bpe_ != nullptr; }
+  // Byte-level BPE only (empty otherwise): the merges in rank order and tokenizer.ggml.pre.
+  const std::vector<std::string>& bpe_merges() const;
+  std::string bpe_pre() const;
   // End-of-generation tokens, ascending; generation stops at any of them.
   const std::vector<int32_t>& eog_ids() const { return eog_; }
   bool is_eog(int32_t id) const;

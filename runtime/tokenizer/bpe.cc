@@ -88,7 +88,7 @@ bool bpe_decode_bytes(const std::string& piece, std::string* out) {
 
 BpeModel::BpeModel(const std::vector<std::string>& pieces, const std::vector<bool>& mergeable,
                    const std::vector<std::string>& merges, const std::string& pre, const std::string& where)
-    : pre_(find_pre_tokenizer(pre)) {
+    : pre_(find_pre_tokenizer(pre)), pre_name_(pre), merges_(merges) {
   QKV_CHECK(mergeable.size() == pieces.size(), "tokenizer '", where, "': token flags do not match the tokens");
   ids_.reserve(pieces.size());
   for (size_t i = 0; i < pieces.size(); ++i) {

@@ -33,6 +33,8 @@ class BpeModel {
            const std::vector<std::string>& merges, const std::string& pre, const std::string& where);
 
   const PreTokenizerSpec& pre_spec() const { return pre_.spec(); }
+  const std::string& pre_name() const { return pre_name_; }
+  const std::vector<std::string>& merges() const { return merges_; }
   // Plain text (no special tokens in it) -> ids appended to out.
   void encode(const std::string& text, std::vector<int32_t>* out) const;
 
@@ -40,6 +42,8 @@ class BpeModel {
   void encode_word(const std::string& word, std::vector<int32_t>* out) const;
 
   PreTokenizer pre_;
+  std::string pre_name_;
+  std::vector<std::string> merges_;
   std::unordered_map<std::string, int32_t> ids_;    // byte-encoded text -> id
   std::unordered_map<std::string, int32_t> ranks_;  // "left right" -> rank
 };
