@@ -50,6 +50,15 @@ got=$("$qkv" detokenize -m "$vocab/vocab-llama3.gguf" --special 9906 128009)
 # BOS as the vocabulary says: Llama 3 adds it, Qwen does not.
 [[ $("$qkv" tokenize -m "$vocab/vocab-llama3.gguf" Hello) == "128000 9906" ]] || fail "llama3 adds BOS"
 [[ $("$qkv" tokenize -m "$vocab/vocab-qwen2.gguf" Hello) == "9707" ]] || fail "qwen2 adds no BOS"
+# qkv run --special: the prompt's control token is one id (fewer forward passes).
+model=$2/models/stories260K.gguf
+if [[ -f $model ]]; then
+  passes() { "$qkv" run -m "$model" -p 'Once</s> upon' --temp 0 -n 2 "$@" 2>&1 >/dev/null | sed -n 's/.*after \([0-9]*\) forward passes.*/\1/p'; }
+  plain=$("$qkv" tokenize -m "$model" 'Once</s> upon' | wc -w)
+  special=$("$qkv" tokenize -m "$model" --special 'Once</s> upon' | wc -w)
+  [[ $((plain - special)) -gt 0 && $(passes) -eq $(( $(passes --special) + plain - special )) ]] ||
+    fail "run --special: $plain/$special prompt tokens, $(passes)/$(passes --special) forward passes"
+fi
 err=$("$qkv" tokenize -m "$vocab/vocab-llama3.gguf" -f /nonexistent/text.txt 2>&1 >/dev/null)
 [[ $err == *"cannot open '/nonexistent/text.txt'"* ]] || fail "missing --file: $err"
 
