@@ -133,6 +133,38 @@ QKV_API qkv_status qkv_detokenize(const qkv_model* model, const int32_t* tokens,
  * qkv_last_error() (raise_exception's message verbatim). */
 QKV_API qkv_status qkv_chat_render(const qkv_model* model, const char* template_source, const char* conversation_json,
                                    int add_generation_prompt, char* text, int64_t capacity, int64_t* length);
+/* Flags of qkv_tokenize_text, qkv_detokenize_text and qkv_token_piece. */
+enum {
+  /* tokenize: BOS / EOS as the vocabulary asks (tokenizer.ggml.add_bos_token /
+   * add_eos_token; Llama 3 and Gemma add BOS, Qwen adds none) */
+  QKV_TOKENIZE_ADD_SPECIAL = 1,
+  /* tokenize: control tokens written in the text ("<|im_start|>", "<|eot_id|>")
+   * become their ids; without it they are plain text. User-defined tokens
+   * ("<think>") are always whole tokens. Special tokens are never split.
+   * detokenize / piece: control tokens give their text instead of nothing. */
+  QKV_TOKENIZE_PARSE_SPECIAL = 2
+};
+/* Text of `length` bytes (any bytes, NUL included; text may be NULL when
+ * length is 0) -> token ids. Sizes and errors as qkv_tokenize. */
+QKV_API qkv_status qkv_tokenize_text(const qkv_model* model, const char* text, int64_t length, int flags,
+                                     int32_t* tokens, int64_t capacity, int64_t* n_tokens);
+/* Token ids -> text, as qkv_detokenize; with QKV_TOKENIZE_PARSE_SPECIAL control
+ * tokens give their text, so tokenize_text(detokenize_text(ids)) with both
+ * flags gives ids back. The text may hold NUL bytes: use *length. */
+QKV_API qkv_status qkv_detokenize_text(const qkv_model* model, const int32_t* tokens, int64_t n_tokens, int flags,
+                                       char* text, int64_t capacity, int64_t* length);
+/* One token's text for streaming output, given the token before it (-1 at
+ * the start): raw bytes (a UTF-8 character may span tokens), NUL-terminated,
+ * sizes as qkv_detokenize. */
+QKV_API qkv_status qkv_token_piece(const qkv_model* model, int32_t prev_token, int32_t token, int flags, char* text,
+                                   int64_t capacity, int64_t* length);
+/* The end-of-generation tokens (EOS, EOT, <|im_end|>, <end_of_turn>,
+ * <|eot_id|>, ... as llama.cpp derives them from the file), ascending; sizes as
+ * qkv_tokenize. Generation stops at any of them. */
+QKV_API qkv_status qkv_eog_tokens(const qkv_model* model, int32_t* tokens, int64_t capacity, int64_t* n_tokens);
+/* Nonzero when token is an end-of-generation token of the model's vocabulary
+ * (0 for NULL, a model without a tokenizer, or an id outside the vocabulary). */
+QKV_API int qkv_is_eog(const qkv_model* model, int32_t token);
 
 /* ---- contexts and sessions ---- */
 
@@ -240,28 +272,19 @@ QKV_API qkv_status qkv_session_set_logit_bias(qkv_session* session, const int32_
  * above the vocabulary is clamped; *n_written, if not NULL, is how many were). */
 QKV_API qkv_status qkv_session_logprobs(const qkv_session* session, int32_t token, float* logprob, int64_t n_top,
                                         int32_t* top_tokens, float* top_logprobs, int64_t* n_written);
-/* The text of token following prev as qkv_generate streams it (a leading space
- * that only marks a word start is kept except after BOS). Size rules as for
- * qkv_detokenize. */
-QKV_API qkv_status qkv_token_piece(const qkv_model* model, int32_t prev, int32_t token, char* text,
-                                   int64_t capacity, int64_t* length);
 
 typedef struct {
   int64_t steps;     /* llama2.c -n: total positions incl. BOS and prompt; 0: off */
-  int64_t n_predict; /* llama.cpp -n: new tokens; -1: until EOS/BOS or full context */
-  int add_bos;       /* nonzero: put BOS before the prompt (default 1) */
+  int64_t n_predict; /* llama.cpp -n: new tokens; -1: until an end-of-generation token, BOS or full context */
+  int add_bos;       /* nonzero: BOS (and EOS) as the vocabulary asks (add_bos_token / add_eos_token; default 1) */
   qkv_sampler_options sampler;
-  /* Generation ends before the first of these NUL-terminated strings, and no
-   * byte of it is streamed, even when it spans tokens (stop_reason "stop").
-   * NULL / 0: none. */
-  const char* const* stop;
-  int64_t n_stop;
+  char stop_reason[16]; /* "eos" (any end-of-generation token), "bos", "steps", "n_predict", "context", "stop", "stopped" (callback) */
 } qkv_generate_options;
 
 typedef struct {
   int64_t prompt_tokens, generated_tokens, forward_passes;
   double prompt_ms, generate_ms;
-  char stop_reason[16]; /* "eos", "bos", "steps", "n_predict", "context", "stop", "stopped" (callback) */
+  char stop_reason[16]; /* "eos" (any end-of-generation token), "bos", "steps", "n_predict", "context", "stop", "stopped" (callback) */
 } qkv_generate_stats;
 
 /* Called with each piece of text (not NUL-terminated) as it is produced;

@@ -143,6 +143,26 @@ class ThreadScope {
   int saved_;
 };
 
+// Writes ids to tokens when they fit; *n is always the count needed.
+qkv_status copy_ids(const char* func, const std::vector<int32_t>& ids, int32_t* tokens, int64_t capacity,
+                    int64_t* n) {
+  const auto count = static_cast<int64_t>(ids.size());
+  *n = count;
+  if (capacity < count) return buffer_too_small(func, "token", capacity, count, "ids");
+  std::copy(ids.begin(), ids.end(), tokens);
+  return QKV_OK;
+}
+
+// Writes s and a NUL to text when they fit; *length is always s's size.
+qkv_status copy_text(const char* func, const std::string& s, char* text, int64_t capacity, int64_t* length) {
+  const auto n = static_cast<int64_t>(s.size());
+  *length = n;
+  if (capacity < n + 1) return buffer_too_small(func, "text", capacity, n + 1, "bytes (with the NUL)");
+  std::memcpy(text, s.data(), s.size());
+  text[s.size()] = '\0';
+  return QKV_OK;
+}
+
 const qkv::Tokenizer& tokenizer_of(const qkv_model* m) {
   if (!m->tokenizer) {
     qkv::fail("this model has no vocabulary: a llama2.c checkpoint needs a tokenizer file "
@@ -283,12 +303,7 @@ qkv_status qkv_tokenize(const qkv_model* model, const char* text, int add_bos, i
   if (capacity < 0) return set_error(QKV_ERR_INVALID_ARGUMENT, "qkv_tokenize: negative capacity");
   if (capacity > 0) QKV_REQUIRE(tokens);
   return guarded([&] {
-    const std::vector<int32_t> ids = tokenizer_of(model).encode(text, add_bos != 0, false);
-    const auto n = static_cast<int64_t>(ids.size());
-    *n_tokens = n;
-    if (capacity < n) return buffer_too_small(__func__, "token", capacity, n, "ids");
-    std::copy(ids.begin(), ids.end(), tokens);
-    return QKV_OK;
+    return copy_ids(__func__, tokenizer_of(model).encode(text, add_bos != 0, false), tokens, capacity, n_tokens);
   });
 }
 
@@ -312,6 +327,66 @@ qkv_status qkv_chat_render(const qkv_model* model, const char* template_source, 
   });
 }
 
+qkv_status qkv_tokenize_text(const qkv_model* model, const char* text, int64_t length, int flags, int32_t* tokens,
+                             int64_t capacity, int64_t* n_tokens) {
+  QKV_REQUIRE(model);
+  QKV_REQUIRE(n_tokens);
+  if (length < 0) return set_error(QKV_ERR_INVALID_ARGUMENT, "qkv_tokenize_text: negative length");
+  if (length > 0) QKV_REQUIRE(text);
+  if (capacity < 0) return set_error(QKV_ERR_INVALID_ARGUMENT, "qkv_tokenize_text: negative capacity");
+  if (capacity > 0) QKV_REQUIRE(tokens);
+  if (flags & ~(QKV_TOKENIZE_ADD_SPECIAL | QKV_TOKENIZE_PARSE_SPECIAL)) {
+    return set_error(QKV_ERR_INVALID_ARGUMENT, "qkv_tokenize_text: unknown flags " + std::to_string(flags));
+  }
+  return guarded([&] {
+    const qkv::Tokenizer& tok = tokenizer_of(model);
+    const bool add = (flags & QKV_TOKENIZE_ADD_SPECIAL) != 0;
+    const std::vector<int32_t> ids = tok.encode(std::string(text ? text : "", static_cast<size_t>(length)),
+                                                add && tok.add_bos(), add && tok.add_eos(),
+                                                (flags & QKV_TOKENIZE_PARSE_SPECIAL) != 0);
+    return copy_ids(__func__, ids, tokens, capacity, n_tokens);
+  });
+}
+
+qkv_status qkv_detokenize_text(const qkv_model* model, const int32_t* tokens, int64_t n_tokens, int flags, char* text,
+                               int64_t capacity, int64_t* length) {
+  QKV_REQUIRE(model);
+  QKV_REQUIRE(length);
+  if (n_tokens < 0) return set_error(QKV_ERR_INVALID_ARGUMENT, "qkv_detokenize_text: negative token count");
+  if (n_tokens > 0) QKV_REQUIRE(tokens);
+  if (capacity < 0) return set_error(QKV_ERR_INVALID_ARGUMENT, "qkv_detokenize_text: negative capacity");
+  if (capacity > 0) QKV_REQUIRE(text);
+  return guarded([&] {
+    const std::string s = tokenizer_of(model).decode(std::vector<int32_t>(tokens, tokens + n_tokens),
+                                                     (flags & QKV_TOKENIZE_PARSE_SPECIAL) != 0);
+    return copy_text(__func__, s, text, capacity, length);
+  });
+}
+
+qkv_status qkv_token_piece(const qkv_model* model, int32_t prev_token, int32_t token, int flags, char* text,
+                           int64_t capacity, int64_t* length) {
+  QKV_REQUIRE(model);
+  QKV_REQUIRE(length);
+  if (capacity < 0) return set_error(QKV_ERR_INVALID_ARGUMENT, "qkv_token_piece: negative capacity");
+  if (capacity > 0) QKV_REQUIRE(text);
+  return guarded([&] {
+    const std::string s = tokenizer_of(model).decode(prev_token, token, (flags & QKV_TOKENIZE_PARSE_SPECIAL) != 0);
+    return copy_text(__func__, s, text, capacity, length);
+  });
+}
+
+qkv_status qkv_eog_tokens(const qkv_model* model, int32_t* tokens, int64_t capacity, int64_t* n_tokens) {
+  QKV_REQUIRE(model);
+  QKV_REQUIRE(n_tokens);
+  if (capacity < 0) return set_error(QKV_ERR_INVALID_ARGUMENT, "qkv_eog_tokens: negative capacity");
+  if (capacity > 0) QKV_REQUIRE(tokens);
+  return guarded([&] { return copy_ids(__func__, tokenizer_of(model).eog_ids(), tokens, capacity, n_tokens); });
+}
+
+int qkv_is_eog(const qkv_model* model, int32_t token) {
+  return model && model->tokenizer && model->tokenizer->is_eog(token) ? 1 : 0;
+}
+
 qkv_status qkv_detokenize(const qkv_model* model, const int32_t* tokens, int64_t n_tokens, char* text,
                           int64_t capacity, int64_t* length) {
   QKV_REQUIRE(model);
@@ -321,13 +396,8 @@ qkv_status qkv_detokenize(const qkv_model* model, const int32_t* tokens, int64_t
   if (capacity < 0) return set_error(QKV_ERR_INVALID_ARGUMENT, "qkv_detokenize: negative capacity");
   if (capacity > 0) QKV_REQUIRE(text);
   return guarded([&] {
-    const std::string s = tokenizer_of(model).decode(std::vector<int32_t>(tokens, tokens + n_tokens));
-    const auto n = static_cast<int64_t>(s.size());
-    *length = n;
-    if (capacity < n + 1) return buffer_too_small(__func__, "text", capacity, n + 1, "bytes (with the NUL)");
-    std::memcpy(text, s.data(), s.size());
-    text[s.size()] = '\0';
-    return QKV_OK;
+    return copy_text(__func__, tokenizer_of(model).decode(std::vector<int32_t>(tokens, tokens + n_tokens)), text,
+                     capacity, length);
   });
 }
 
@@ -616,23 +686,6 @@ qkv_status qkv_session_logprobs(const qkv_session* session, int32_t token, float
   });
 }
 
-qkv_status qkv_token_piece(const qkv_model* model, int32_t prev, int32_t token, char* text, int64_t capacity,
-                           int64_t* length) {
-  QKV_REQUIRE(model);
-  QKV_REQUIRE(length);
-  if (capacity < 0) return set_error(QKV_ERR_INVALID_ARGUMENT, "qkv_token_piece: negative capacity");
-  if (capacity > 0) QKV_REQUIRE(text);
-  return guarded([&] {
-    const std::string s = tokenizer_of(model).decode(prev, token);
-    const auto n = static_cast<int64_t>(s.size());
-    *length = n;
-    if (capacity < n + 1) return buffer_too_small(__func__, "text", capacity, n + 1, "bytes (with the NUL)");
-    std::memcpy(text, s.data(), s.size());
-    text[s.size()] = '\0';
-    return QKV_OK;
-  });
-}
-
 void qkv_generate_options_init(qkv_generate_options* options) {
   if (!options) return;
   *options = qkv_generate_options{};
@@ -659,6 +712,7 @@ qkv_status qkv_generate(qkv_session* session, const char* prompt, const qkv_gene
     g.steps = o.steps;
     g.n_predict = o.n_predict;
     g.add_bos = o.add_bos != 0;
+    g.parse_special = o.parse_special != 0;
     g.seq = session->seq;
     g.sampler = to_sampler(o.sampler);
     g.sampler.logit_bias = session->logit_bias;

@@ -28,7 +28,9 @@ bool printable(const std::string& piece) {
 GenerateStats generate(Decoder& decoder, const Tokenizer& tokenizer, const std::string& prompt,
                        const GenerateOptions& options, const std::function<bool(const std::string&)>& emit) {
   GenerateStats stats;
-  const std::vector<int32_t> tokens = tokenizer.encode(prompt, options.add_bos, false);
+  // BOS (and EOS) as the vocabulary asks (add_bos_token / add_eos_token).
+  const std::vector<int32_t> tokens = tokenizer.encode(prompt, options.add_bos && tokenizer.add_bos(),
+                                                       options.add_bos && tokenizer.add_eos(), options.parse_special);
   QKV_CHECK(!tokens.empty(), "the prompt is empty and no BOS is added: nothing to start from");
   const auto n = static_cast<int64_t>(tokens.size());
   stats.prompt_tokens = n;
@@ -90,12 +92,12 @@ GenerateStats generate(Decoder& decoder, const Tokenizer& tokenizer, const std::
     const int32_t next = sampler.sample(scratch.data(), static_cast<int64_t>(scratch.size()), history.data(),
                                         static_cast<int64_t>(history.size()));
     ++stats.generated_tokens;
-    if (next == tokenizer.bos_id()) {
-      stats.stop_reason = "bos";
+    if (tokenizer.is_eog(next)) {  // EOS, EOT, <|im_end|>, <end_of_turn>, ...
+      stats.stop_reason = "eos";
       break;
     }
-    if (next == tokenizer.eos_id()) {
-      stats.stop_reason = "eos";
+    if (next == tokenizer.bos_id()) {
+      stats.stop_reason = "bos";
       break;
     }
     if (!show_generated(token, next)) {

@@ -19,7 +19,8 @@ struct GenerateOptions {
   int64_t steps = 0;
   // llama.cpp's -n: new tokens to sample; -1: until EOS/BOS or a full context.
   int64_t n_predict = -1;
-  bool add_bos = true;
+  bool add_bos = true;        // BOS/EOS as the vocabulary's add_bos_token / add_eos_token say
+  bool parse_special = false;  // control tokens written in the prompt become their ids
   int64_t seq = 0;  // which sequence of the decoder
   SamplerOptions sampler;
   // Generation ends before the first of these strings; none of it is emitted,
@@ -33,7 +34,7 @@ struct GenerateStats {
   int64_t forward_passes = 0;
   double prompt_ms = 0;          // prefill
   double generate_ms = 0;        // sampling and decode steps
-  std::string stop_reason;       // "eos", "bos", "steps", "n_predict", "context", "stop" (a stop string), "stopped"
+  std::string stop_reason;       // "eos" (any end-of-generation token), "bos", "steps", "n_predict", "context", "stop" (a stop string), "stopped"
 };
 
 // Emits pieces exactly as llama2.c's run prints them: the prompt's pieces after

@@ -205,15 +205,20 @@ void write_gguf_model(const Model& model, const std::string& path, const Tokeniz
       scores.push_back(tokenizer->score(i));
       types.push_back(tokenizer->token_type(i));
     }
-    w.set("tokenizer.ggml.model", GGUFValue::string("llama"));
+    w.set("tokenizer.ggml.model", GGUFValue::string(tokenizer->is_bpe() ? "gpt2" : "llama"));
     w.set("tokenizer.ggml.tokens", GGUFValue::string_array(pieces));
-    w.set("tokenizer.ggml.scores", GGUFValue::f32_array(scores));
     w.set("tokenizer.ggml.token_type", GGUFValue::i32_array(types));
-    w.set("tokenizer.ggml.bos_token_id", GGUFValue::u32(uint32_t(tokenizer->bos_id())));
-    w.set("tokenizer.ggml.eos_token_id", GGUFValue::u32(uint32_t(tokenizer->eos_id())));
-    w.set("tokenizer.ggml.unknown_token_id", GGUFValue::u32(uint32_t(tokenizer->unk_id())));
+    if (tokenizer->is_bpe()) {
+      w.set("tokenizer.ggml.merges", GGUFValue::string_array(tokenizer->bpe_merges()));
+      w.set("tokenizer.ggml.pre", GGUFValue::string(tokenizer->bpe_pre()));
+    } else {
+      w.set("tokenizer.ggml.scores", GGUFValue::f32_array(scores));
+      w.set("tokenizer.ggml.unknown_token_id", GGUFValue::u32(uint32_t(tokenizer->unk_id())));
+    }
+    if (tokenizer->bos_id() >= 0) w.set("tokenizer.ggml.bos_token_id", GGUFValue::u32(uint32_t(tokenizer->bos_id())));
+    if (tokenizer->eos_id() >= 0) w.set("tokenizer.ggml.eos_token_id", GGUFValue::u32(uint32_t(tokenizer->eos_id())));
     w.set("tokenizer.ggml.add_bos_token", GGUFValue::boolean(tokenizer->add_bos()));
-    w.set("tokenizer.ggml.add_eos_token", GGUFValue::boolean(false));
+    w.set("tokenizer.ggml.add_eos_token", GGUFValue::boolean(tokenizer->add_eos()));
   }
 
   auto tensor = [&](const std::string& name, const Matrix& m, int64_t rows, int64_t cols, bool is_norm = false) {

@@ -1,23 +1,33 @@
-// Llama-style SentencePiece BPE tokenizer with byte fallback.
+// The tokenizer: a vocabulary (tokens, types, special ids) and one of two
+// models behind it (runtime/tokenizer/):
+// - SentencePiece BPE with byte fallback (GGUF tokenizer.ggml.model "llama",
+//   llama2.c tokenizer.bin): Llama 2, Gemma, Phi-3. Pieces are kept in
+//   SentencePiece form ("▁" U+2581 for a space); spaces become "▁" and, when
+//   the vocabulary asks (add_space_prefix, the default), a "▁" is prepended to
+//   the text and to the text after each special token. Decoding maps "▁" back
+//   to a space, byte tokens to raw bytes, and drops that prepended space.
+// - Byte-level BPE (tokenizer.ggml.model "gpt2"): Llama 3, Qwen, GPT-2,
+//   StarCoder, DeepSeek, ... with the named pre-tokenizer of tokenizer.ggml.pre.
 //
-// Pieces are kept in SentencePiece form ("▁" U+2581 for a space). Encoding:
-// spaces become "▁", a "▁" is prepended to non-empty text (the dummy prefix),
-// the text is split into UTF-8 characters, and the adjacent pair whose
-// concatenation is a vocabulary piece with the highest score is merged
-// (leftmost on ties) until none applies; a symbol that is not a piece falls
-// back to its bytes' <0xNN> tokens. Decoding maps "▁" back to a space and byte
-// tokens to raw bytes, drops control tokens (BOS/EOS) and drops the space the
-// dummy prefix added at the start.
+// Special tokens (control, user-defined) are cut out of the text first and
+// never split: user-defined ones always, control ones only with parse_special.
+// Control tokens decode to nothing unless asked (special). The end-of-
+// generation set holds EOS, EOT/EOM and the turn-end tokens found by text
+// (<|eot_id|>, <|im_end|>, <end_of_turn>, <|end|>, ...), as llama.cpp derives it.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 #include "runtime/gguf.h"
 
 namespace qkv {
+
+class BpeModel;
+class SpmModel;
+class SpecialTokens;
 
 class Tokenizer {
  public:
@@ -28,8 +38,13 @@ class Tokenizer {
   // int32 length, bytes. vocab_size < 0: read tokens until the end of the file;
   // otherwise exactly vocab_size tokens (run.c takes it from the model).
   static Tokenizer from_llama2c(const std::string& path, int64_t vocab_size = -1);
-  // GGUF tokenizer.ggml.* keys (tokenizer.ggml.model must be "llama").
+  // GGUF tokenizer.ggml.* keys (tokenizer.ggml.model "llama" or "gpt2").
   static Tokenizer from_gguf(const GGUFFile& file);
+  // A byte-level BPE vocabulary: byte-encoded tokens, their types, merges in
+  // rank order ("left right"), the pre-tokenizer name; bos/eos -1 when absent.
+  static Tokenizer from_bpe(std::vector<std::string> tokens, std::vector<int32_t> types,
+                            const std::vector<std::string>& merges, const std::string& pre, int32_t bos_id,
+                            int32_t eos_id, const std::string& where = "tokenizer");
   // A GGUF file when it starts with "GGUF", else a llama2.c tokenizer.bin.
   static Tokenizer load(const std::string& path, int64_t vocab_size = -1);
   // From pieces (SentencePiece form), scores and types; ids as given. Validates.
@@ -40,20 +55,30 @@ class Tokenizer {
   // the 256 <0xNN> byte tokens, then filler pieces up to vocab_size (>= 259).
   static Tokenizer byte_level(int64_t vocab_size);
 
-  std::vector<int32_t> encode(const std::string& text, bool bos, bool eos) const;
+  // Text -> ids, BOS first / EOS last when asked. parse_special: control
+  // tokens written in the text ("<|im_start|>") become their ids.
+  std::vector<int32_t> encode(const std::string& text, bool bos, bool eos, bool parse_special = false) const;
   // One token's text as run.c prints it: the leading space of the piece after
-  // BOS is dropped, <0xNN> gives the raw byte (possibly part of a UTF-8
-  // character), control tokens give "".
-  std::string decode(int32_t prev_token, int32_t token) const;
-  // A whole sequence: control tokens are skipped, the dummy-prefix space of the
-  // first text piece is dropped, so decode(encode(s, ...)) == s.
-  std::string decode(const std::vector<int32_t>& tokens) const;
+  // BOS is dropped (SentencePiece), <0xNN> gives the raw byte (possibly part of
+  // a UTF-8 character), control tokens give "" unless special.
+  std::string decode(int32_t prev_token, int32_t token, bool special = false) const;
+  // A whole sequence: control tokens are skipped unless special, the
+  // prepended space is dropped, so decode(encode(s, ...)) == s.
+  std::string decode(const std::vector<int32_t>& tokens, bool special = false) const;
 
   int64_t vocab_size() const { return static_cast<int64_t>(pieces_.size()); }
   int32_t bos_id() const { return bos_id_; }
   int32_t eos_id() const { return eos_id_; }
   int32_t unk_id() const { return unk_id_; }
-  bool add_bos() const { return add_bos_; }  // GGUF tokenizer.ggml.add_bos_token (default true)
+  bool add_bos() const { return add_bos_; }  // GGUF tokenizer.ggml.add_bos_token (SentencePiece default true)
+  bool add_eos() const { return add_eos_; }  // GGUF tokenizer.ggml.add_eos_token (default false)
+  bool is_bpe() const { return bpe_ != nullptr; }
+  // Byte-level BPE only (empty otherwise): the merges in rank order and tokenizer.ggml.pre.
+  const std::vector<std::string>& bpe_merges() const;
+  std::string bpe_pre() const;
+  // End-of-generation tokens, ascending; generation stops at any of them.
+  const std::vector<int32_t>& eog_ids() const { return eog_; }
+  bool is_eog(int32_t id) const;
 
   const std::string& piece(int32_t id) const;  // SentencePiece form ("▁" for space)
   float score(int32_t id) const;
@@ -63,21 +88,25 @@ class Tokenizer {
 
  private:
   void build_index(const std::string& where);
+  // The special-token matcher and the end-of-generation set, from the types
+  // and texts (general_name: Phi-3 vocabularies strip spaces after special tokens).
+  void build_special(const std::string& general_name, int32_t eot_id, int32_t eom_id);
   void check_id(int32_t id) const;
-  // BPE over norm[begin, end), appending ids.
-  void encode_segment(const std::string& norm, size_t begin, size_t end, std::vector<int32_t>* out) const;
+  // Whether a decoded piece loses its leading space after token prev (SentencePiece's prefix).
+  bool drops_prefix_space(bool first, int32_t token) const;
 
   std::vector<std::string> pieces_;
   std::vector<float> scores_;
   std::vector<int32_t> types_;
   std::vector<std::string> decoded_;  // text of each token for decode()
-  std::unordered_map<std::string, int32_t> index_;  // mergeable pieces -> id
   int32_t byte_ids_[256] = {};  // byte -> its <0xNN> token, -1 if absent
   int32_t bos_id_ = 1, eos_id_ = 2, unk_id_ = 0;
-  bool add_bos_ = true;
-  // True when no mergeable piece has a "▁" after a non-"▁" character: then
-  // encode() may split the text before each word's leading "▁" run.
-  bool split_at_spaces_ = false;
+  bool add_bos_ = true, add_eos_ = false;
+  bool add_space_prefix_ = true;  // SentencePiece's dummy prefix
+  std::vector<int32_t> eog_;
+  std::shared_ptr<const SpmModel> spm_;
+  std::shared_ptr<const BpeModel> bpe_;
+  std::shared_ptr<const SpecialTokens> special_;
 };
 
 }  // namespace qkv

@@ -5,8 +5,9 @@ set -euo pipefail
 # config calls find_package(OpenCL REQUIRED); libdnnl-dev only recommends the package.
 # libcpp-httplib-dev, nlohmann-json3-dev: HTTP and JSON of qkv serve; nginx, curl, nodejs,
 # npm: its tests (the load balancer in front of two replicas, raw SSE, the OpenAI client).
+# libpcre2-dev, libutf8proc-dev: tokenizer pre-splits and Unicode normalization.
 packages=(cmake g++ make pkg-config libhwy-dev libdnnl-dev ocl-icd-opencl-dev doctest-dev libbenchmark-dev
-          libcpp-httplib-dev nlohmann-json3-dev nginx curl)
+          libcpp-httplib-dev nlohmann-json3-dev libpcre2-dev libutf8proc-dev nginx curl)
 # Node from another source (e.g. NodeSource, which bundles npm) is used as it is.
 command -v node >/dev/null || packages+=(nodejs)
 command -v npm >/dev/null || packages+=(npm)

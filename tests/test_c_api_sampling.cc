@@ -149,12 +149,12 @@ TEST_CASE("c api: token pieces and stop strings of generate") {
   char buf[64];
   for (size_t i = 1; i < p.size(); ++i) {
     int64_t n = 0;
-    REQUIRE(qkv_token_piece(f.model, p[i - 1], p[i], buf, sizeof buf, &n) == QKV_OK);
+    REQUIRE(qkv_token_piece(f.model, p[i - 1], p[i], 0, buf, sizeof buf, &n) == QKV_OK);
     joined.append(buf, static_cast<size_t>(n));
   }
   CHECK(joined == "Once upon a time");
   int64_t n = 0;
-  CHECK(qkv_token_piece(f.model, 1, p[1], nullptr, 0, &n) == QKV_ERR_BUFFER_TOO_SMALL);
+  CHECK(qkv_token_piece(f.model, 1, p[1], 0, nullptr, 0, &n) == QKV_ERR_BUFFER_TOO_SMALL);
   CHECK(n > 0);
-  CHECK(qkv_token_piece(f.model, 1, 100000, buf, sizeof buf, &n) == QKV_ERR_INVALID_ARGUMENT);
+  CHECK(qkv_token_piece(f.model, 1, 100000, 0, buf, sizeof buf, &n) == QKV_ERR_INVALID_ARGUMENT);
 }

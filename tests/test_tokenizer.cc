@@ -320,10 +320,14 @@ TEST_CASE("malformed tokenizer files are clear errors") {
   }
   SUBCASE("GGUF with another tokenizer model") {
     GGUFWriter w;
-    w.set("tokenizer.ggml.model", GGUFValue::string("gpt2"));
+    w.set("tokenizer.ggml.model", GGUFValue::string("bert"));
     w.set("tokenizer.ggml.tokens", GGUFValue::string_array({"a", "b", "c"}));
-    const std::string path = temp_file("gpt2.gguf", w.serialize());
-    CHECK(throws_with([&] { Tokenizer::load(path); }, "'gpt2' is not supported"));
+    std::string path = temp_file("bert.gguf", w.serialize());
+    CHECK(throws_with([&] { Tokenizer::load(path); }, "'bert' is not supported"));
+    std::remove(path.c_str());
+    w.set("tokenizer.ggml.model", GGUFValue::string("gpt2"));
+    path = temp_file("gpt2.gguf", w.serialize());
+    CHECK(throws_with([&] { Tokenizer::load(path); }, "needs tokenizer.ggml.merges"));
     std::remove(path.c_str());
   }
   SUBCASE("GGUF with mismatched scores or out-of-range ids") {

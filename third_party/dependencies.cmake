@@ -22,9 +22,21 @@ qkv_require(OpenCL_FOUND "the OpenCL headers and loader that oneDNN's CMake conf
 find_package(dnnl CONFIG QUIET)
 qkv_require(dnnl_FOUND "oneDNN (DNNL::dnnl)" libdnnl-dev)
 
+# Tokenizers: PCRE2 runs the BPE pre-tokenizer patterns, utf8proc normalizes text.
+find_package(PkgConfig QUIET)
+if(PkgConfig_FOUND)
+  pkg_check_modules(PCRE2 QUIET IMPORTED_TARGET libpcre2-8)
+  pkg_check_modules(UTF8PROC QUIET IMPORTED_TARGET libutf8proc)
+endif()
+qkv_require(PCRE2_FOUND "PCRE2 (libpcre2-8, through pkg-config)" "libpcre2-dev and pkg-config")
+qkv_require(UTF8PROC_FOUND "utf8proc (libutf8proc, through pkg-config)" "libutf8proc-dev and pkg-config")
+
 if(QKV_BUILD_TESTS)
   find_package(doctest CONFIG QUIET)
   qkv_require(doctest_FOUND "doctest (doctest::doctest)" doctest-dev)
+  # The tokenizer oracles are JSON lines.
+  find_package(nlohmann_json CONFIG QUIET)
+  qkv_require(nlohmann_json_FOUND "nlohmann-json (nlohmann_json::nlohmann_json)" nlohmann-json3-dev)
 endif()
 
 if(QKV_BUILD_BENCH)

@@ -34,7 +34,8 @@ const char* kRunUsage =
     "  -c, --ctx-size N      context positions (default: the model's)\n"
     "  --kv-type T           KV cache type: f32, f16 (default), bf16, q8_0\n"
     "  -b, --batch-size N    prompt tokens per prefill batch (default 256)\n"
-    "  --no-bos              do not prepend BOS\n"
+    "  --no-bos              do not prepend BOS (by default as the vocabulary's add_bos_token says)\n"
+    "  --special             control tokens written in the prompt (<|im_start|>) become their ids\n"
     "  -q, --quiet           no timings on stderr\n";
 
 int write_piece(const char* piece, size_t length, void*) {
@@ -100,6 +101,8 @@ int cmd_run(int argc, char** argv) {
       copts.prefill_batch = parse_int(a.c_str(), flag_value(argc, argv, i), 1, 1 << 16);
     } else if (a == "--no-bos") {
       gopts.add_bos = 0;
+    } else if (a == "--special") {
+      gopts.parse_special = 1;
     } else if (a == "-q" || a == "--quiet") {
       quiet = true;
     } else {

@@ -21,10 +21,10 @@ size_t complete_utf8(const std::string& s) {
 std::string piece(const qkv_model* model, int32_t prev, int32_t token) {
   char buf[256];
   int64_t n = 0;
-  if (qkv_token_piece(model, prev, token, buf, sizeof buf, &n) == QKV_OK) return std::string(buf, n);
+  if (qkv_token_piece(model, prev, token, 0, buf, sizeof buf, &n) == QKV_OK) return std::string(buf, n);
   if (n <= 0) return {};
   std::string big(static_cast<size_t>(n) + 1, '\0');
-  if (qkv_token_piece(model, prev, token, big.data(), n + 1, &n) != QKV_OK) return {};
+  if (qkv_token_piece(model, prev, token, 0, big.data(), n + 1, &n) != QKV_OK) return {};
   big.resize(static_cast<size_t>(n));
   return big;
 }

@@ -1,0 +1,156 @@
+#include "runtime/tokenizer/bpe.h"
+
+#include "kernels/error.h"
+#include "runtime/tokenizer/merge.h"
+#include "runtime/tokenizer/normalize.h"
+
+namespace qkv {
+
+namespace {
+
+std::string utf8_encode(uint32_t cp) {
+  std::string s;
+  if (cp < 0x80) {
+    s += static_cast<char>(cp);
+  } else if (cp < 0x800) {
+    s += static_cast<char>(0xC0 | (cp >> 6));
+    s += static_cast<char>(0x80 | (cp & 0x3F));
+  } else if (cp < 0x10000) {
+    s += static_cast<char>(0xE0 | (cp >> 12));
+    s += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+    s += static_cast<char>(0x80 | (cp & 0x3F));
+  } else {
+    s += static_cast<char>(0xF0 | (cp >> 18));
+    s += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
+    s += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+    s += static_cast<char>(0x80 | (cp & 0x3F));
+  }
+  return s;
+}
+
+struct ByteTable {
+  std::string chars[256];
+  int codepoint_to_byte[512];
+  ByteTable() {
+    std::fill(std::begin(codepoint_to_byte), std::end(codepoint_to_byte), -1);
+    int next = 256;
+    for (int b = 0; b < 256; ++b) {
+      const bool printable = (b >= 0x21 && b <= 0x7E) || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
+      const int cp = printable ? b : next++;
+      chars[b] = utf8_encode(static_cast<uint32_t>(cp));
+      codepoint_to_byte[cp] = b;
+    }
+  }
+};
+
+const ByteTable& byte_table() {
+  static const ByteTable t;
+  return t;
+}
+
+// The code point at s[i] (advancing i), or -1 with i advanced by one for a byte
+// that does not start a valid sequence.
+int64_t next_codepoint(const std::string& s, size_t* i) {
+  const auto c = static_cast<unsigned char>(s[*i]);
+  size_t n = c < 0x80 ? 1 : (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3 : (c & 0xF8) == 0xF0 ? 4 : 0;
+  if (n == 0 || *i + n > s.size()) {
+    ++*i;
+    return -1;
+  }
+  uint32_t cp = n == 1 ? c : n == 2 ? (c & 0x1F) : n == 3 ? (c & 0x0F) : (c & 0x07);
+  for (size_t k = 1; k < n; ++k) {
+    const auto d = static_cast<unsigned char>(s[*i + k]);
+    if ((d & 0xC0) != 0x80) {
+      ++*i;
+      return -1;
+    }
+    cp = cp << 6 | (d & 0x3F);
+  }
+  *i += n;
+  return cp;
+}
+
+}  // namespace
+
+const std::string& bpe_byte_char(unsigned char b) { return byte_table().chars[b]; }
+
+int bpe_char_byte(uint32_t cp) { return cp < 512 ? byte_table().codepoint_to_byte[cp] : -1; }
+
+bool bpe_decode_bytes(const std::string& piece, std::string* out) {
+  for (size_t i = 0; i < piece.size();) {
+    const int64_t cp = next_codepoint(piece, &i);
+    const int b = cp < 0 ? -1 : bpe_char_byte(static_cast<uint32_t>(cp));
+    if (b < 0) return false;
+    *out += static_cast<char>(b);
+  }
+  return true;
+}
+
+BpeModel::BpeModel(const std::vector<std::string>& pieces, const std::vector<bool>& mergeable,
+                   const std::vector<std::string>& merges, const std::string& pre, const std::string& where)
+    : pre_(find_pre_tokenizer(pre)), pre_name_(pre), merges_(merges) {
+  QKV_CHECK(mergeable.size() == pieces.size(), "tokenizer '", where, "': token flags do not match the tokens");
+  ids_.reserve(pieces.size());
+  for (size_t i = 0; i < pieces.size(); ++i) {
+    if (mergeable[i]) ids_.emplace(pieces[i], static_cast<int32_t>(i));
+  }
+  ranks_.reserve(merges.size());
+  for (size_t r = 0; r < merges.size(); ++r) {
+    const std::string& m = merges[r];
+    const size_t sp = m.find(' ', 1);
+    QKV_CHECK(sp != std::string::npos && sp + 1 < m.size(), "tokenizer '", where, "': merge ", r, " ('", m,
+              "') is not two symbols separated by a space");
+    ranks_.emplace(m, static_cast<int32_t>(r));  // the first of duplicate merges keeps its rank
+  }
+}
+
+void BpeModel::encode_word(const std::string& word, std::vector<int32_t>* out) const {
+  if (pre_.spec().ignore_merges) {
+    auto it = ids_.find(word);
+    if (it != ids_.end()) {
+      out->push_back(it->second);
+      return;
+    }
+  }
+  // Each symbol starts as one byte character (one or two UTF-8 bytes).
+  std::vector<MergeSymbol> sym = merge_symbols(
+      0, word.size(), [&](size_t i) { return static_cast<unsigned char>(word[i]) < 0x80 ? size_t(1) : size_t(2); });
+  if (sym.empty()) return;
+  std::string key;
+  merge_all(sym, [&](const MergeSymbol& l, const MergeSymbol& r, double* p) {
+    key.assign(word, l.start, l.len);
+    key += ' ';
+    key.append(word, r.start, r.len);
+    auto it = ranks_.find(key);
+    if (it == ranks_.end()) return false;
+    *p = -double(it->second);  // lowest rank first
+    return true;
+  });
+  for (int64_t i = 0; i >= 0; i = sym[i].next) {
+    key.assign(word, sym[i].start, sym[i].len);
+    auto it = ids_.find(key);
+    if (it != ids_.end()) {
+      out->push_back(it->second);
+      continue;
+    }
+    // Not a token: its byte characters one by one (a vocabulary without one skips it, as llama.cpp does).
+    for (size_t j = 0; j < key.size();) {
+      const size_t n = static_cast<unsigned char>(key[j]) < 0x80 ? 1 : 2;
+      auto b = ids_.find(key.substr(j, n));
+      if (b != ids_.end()) out->push_back(b->second);
+      j += n;
+    }
+  }
+}
+
+void BpeModel::encode(const std::string& raw, std::vector<int32_t>* out) const {
+  const std::string text = pre_.spec().nfc ? nfc(raw) : raw;
+  std::string word;
+  for (const auto& [off, len] : pre_.split(text)) {
+    word.clear();
+    for (size_t i = off; i < off + len; ++i) word += bpe_byte_char(static_cast<unsigned char>(text[i]));
+    encode_word(word, out);
+  }
+}
+
+}  // namespace qkv

