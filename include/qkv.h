@@ -133,6 +133,8 @@ QKV_API qkv_status qkv_detokenize(const qkv_model* model, const int32_t* tokens,
  * qkv_last_error() (raise_exception's message verbatim). */
 QKV_API qkv_status qkv_chat_render(const qkv_model* model, const char* template_source, const char* conversation_json,
                                    int add_generation_prompt, char* text, int64_t capacity, int64_t* length);
+/* 1 when the model file carries a chat template (tokenizer.chat_template), else 0. */
+QKV_API int qkv_has_chat_template(const qkv_model* model);
 /* Flags of qkv_tokenize_text, qkv_detokenize_text and qkv_token_piece. */
 enum {
   /* tokenize: BOS / EOS as the vocabulary asks (tokenizer.ggml.add_bos_token /
@@ -278,7 +280,12 @@ typedef struct {
   int64_t n_predict; /* llama.cpp -n: new tokens; -1: until an end-of-generation token, BOS or full context */
   int add_bos;       /* nonzero: BOS (and EOS) as the vocabulary asks (add_bos_token / add_eos_token; default 1) */
   qkv_sampler_options sampler;
-  char stop_reason[16]; /* "eos" (any end-of-generation token), "bos", "steps", "n_predict", "context", "stop", "stopped" (callback) */
+  /* Generation ends before the first of these NUL-terminated strings, and no
+   * byte of it is streamed, even when it spans tokens (stop_reason "stop").
+   * NULL / 0: none. */
+  const char* const* stop;
+  int64_t n_stop;
+  int parse_special; /* nonzero: control tokens written in the prompt become their ids (default 0) */
 } qkv_generate_options;
 
 typedef struct {

@@ -307,6 +307,8 @@ qkv_status qkv_tokenize(const qkv_model* model, const char* text, int add_bos, i
   });
 }
 
+int qkv_has_chat_template(const qkv_model* model) { return model && !model->chat.source.empty() ? 1 : 0; }
+
 qkv_status qkv_chat_render(const qkv_model* model, const char* template_source, const char* conversation_json,
                            int add_generation_prompt, char* text, int64_t capacity, int64_t* length) {
   QKV_REQUIRE(model);

@@ -28,9 +28,9 @@ std::vector<int32_t> tokenize(const qkv_model* model, const std::string& text) {
 std::shared_ptr<Job> make_job(ServerState& st, GenRequest& r, std::string& prompt_text) {
   auto job = std::make_shared<Job>();
   if (r.chat) {
-    ChatPrompt cp = render_chat(r.messages);
+    ChatPrompt cp = render_chat(st.model, r.messages);
     prompt_text = cp.text;
-    job->prompt = tokenize(st.model, cp.text);
+    job->prompt = std::move(cp.tokens);
     for (std::string& s : cp.stop) r.stop.push_back(s);
   } else if (!r.prompt_tokens.empty()) {
     job->prompt = r.prompt_tokens;
