@@ -26,7 +26,7 @@
 
 #include "kernels/error.h"
 #include "kernels/linear_internal.h"
-#include "kernels/team.h"
+#include "kernels/threads/team.h"
 
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels/linear.cc"

@@ -5,7 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "kernels/block_queue.h"
+#include "kernels/threads/block_queue.h"
 #include "kernels/linear.h"
 
 namespace qkv {
