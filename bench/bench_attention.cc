@@ -42,7 +42,7 @@
 
 #include "kernels/attention.h"
 #include "kernels/dtype.h"
-#include "kernels/probe.h"
+#include "kernels/machine/probe.h"
 
 namespace {
 

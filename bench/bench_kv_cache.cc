@@ -24,7 +24,7 @@
 #include <memory>
 #include <vector>
 
-#include "kernels/probe.h"
+#include "kernels/machine/probe.h"
 #include "runtime/kv_cache.h"
 
 namespace {

@@ -253,7 +253,7 @@ int register_all() {
             ->Args({1, 0})->UseRealTime();
       }
     }
-    // Small batches (batched decode, kernels/matmul_small.cc) on the 143M
+    // Small batches (batched decode, kernels/matmul_small/) on the 143M
     // model's 576-wide shapes (gate/up, down) and the 1.1B's, from L3 and streamed.
     for (const auto& s : kMatmulSmallShapes) {
       const std::string shape = std::to_string(s.rows) + "x" + std::to_string(s.cols);

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "kernels/ops.h"
-#include "kernels/team.h"
+#include "kernels/threads/team.h"
 
 using namespace qkv;
 
@@ -148,7 +148,7 @@ BENCHMARK_CAPTURE(BM_softmax, simd, false)->Arg(32000);
 BENCHMARK_CAPTURE(BM_softmax, naive, true)->Arg(32000);
 BENCHMARK_CAPTURE(BM_silu_mul, simd, false)->Arg(1536)->Arg(5632);
 BENCHMARK_CAPTURE(BM_silu_mul, naive, true)->Arg(1536)->Arg(5632);
-// The spinning sync of a team (kernels/team.h), which a decode step uses
+// The spinning sync of a team (kernels/threads/team.h), which a decode step uses
 // between kernel calls instead of a parallel region per call.
 void BM_team_sync(benchmark::State& state) {
   const int threads = static_cast<int>(state.range(0));

@@ -71,7 +71,7 @@ struct AttentionShape {
 
 struct AttentionOptions {
   float scale = 0.0f;  // 0: 1/sqrt(d)
-  int threads = 0;     // 0: OpenMP's current maximum; in a Team (kernels/team.h) its threads share
+  int threads = 0;     // 0: OpenMP's current maximum; in a Team (kernels/threads/team.h) its threads share
                        // the call (each thread makes it) and this is ignored
   // Optional outputs. weights: [B][Hq][Lq][Lk] dense f32 (this takes the
   // materialized path, documented as such); lse: [B][Hq][Lq] log-sum-exp of the

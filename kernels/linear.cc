@@ -7,7 +7,7 @@
 // sequential streams, the access pattern the hardware prefetcher follows best
 // (the machine probe reaches the DRAM bandwidth with just that). Each stream
 // also prefetches a little ahead of itself in software.
-// Small batches (matmul with M <= 16, batched decode) are kernels/matmul_small.cc;
+// Small batches (matmul with M <= 16, batched decode) are kernels/matmul_small/;
 // large batches (prefill) go to oneDNN (kernels/gemm_onednn.cc).
 //
 // Threads: one OpenMP region per call; rows are split in contiguous ranges of
@@ -27,7 +27,7 @@
 #include "kernels/error.h"
 #include "kernels/linear_internal.h"
 #include "kernels/quant/vec_dot.h"
-#include "kernels/team.h"
+#include "kernels/threads/team.h"
 
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels/linear.cc"

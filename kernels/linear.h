@@ -1,7 +1,7 @@
 // Linear layers: y = W·x with W row-major [rows][cols], each row `cols` values of
 // one DType (F32, F16, BF16, Q8_0; Q8_0 needs cols % 32 == 0). x and y are f32.
 // Threads: OpenMP over rows inside each call (omp_get_max_threads()). Called by
-// every thread of a running Team (kernels/team.h), a call shares its rows among
+// every thread of a running Team (kernels/threads/team.h), a call shares its rows among
 // the team's threads instead, and returns on each once all of them are done.
 #pragma once
 

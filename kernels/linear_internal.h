@@ -5,7 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "kernels/block_queue.h"
+#include "kernels/threads/block_queue.h"
 #include "kernels/linear.h"
 
 namespace qkv {
@@ -34,7 +34,7 @@ bool go_parallel(size_t bytes);
 constexpr size_t kMinChunkBytes = 64 * 1024;
 
 // Y = X·Wᵀ for 2 <= M <= kMatmulSmallMaxM inputs (batched decode), Highway
-// kernels in kernels/matmul_small.cc; W and the pointers checked by the caller.
+// kernels in kernels/matmul_small/; W and the pointers checked by the caller.
 void matmul_small(const Matrix& W, const float* X, int64_t M, float* Y);
 // Ys[i] = X·Ws[i]ᵀ for matrices with equal cols; on the bf16 path one parallel
 // pass over all of them (Q/K/V together, gate and up together).

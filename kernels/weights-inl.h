@@ -1,5 +1,5 @@
 // Reading F32/F16/BF16 weight rows as f32 vectors, for the Highway kernels of
-// kernels/linear.cc (matvec) and kernels/matmul_small.cc (batched decode).
+// kernels/linear.cc (matvec) and kernels/matmul_small/ (batched decode).
 // Q8_0 rows are block-structured; each kernel decodes those itself.
 //
 // A Highway "-inl" header: included once per SIMD target from inside a

@@ -9,7 +9,7 @@
 #include "kernels/error.h"
 #include "kernels/linear.h"
 #include "kernels/ops.h"
-#include "kernels/team.h"
+#include "kernels/threads/team.h"
 
 namespace qkv {
 
@@ -151,7 +151,7 @@ const float* Decoder::step_batch(const int64_t* seqs, const int32_t* tokens, int
 // The llama block, for M rows: rows either all belong to one sequence at
 // consecutive positions (prefill) or each to its own sequence (decode).
 //
-// A decode step runs all its layers in one team of threads (kernels/team.h):
+// A decode step runs all its layers in one team of threads (kernels/threads/team.h):
 // the kernels share each call's work among the team, and the per-row steps
 // (norms, RoPE and cache writes, SwiGLU, residuals) are split over it too.
 // Each of these ends with a spinning sync, instead of a parallel region per

@@ -22,7 +22,7 @@ struct DecoderOptions {
   int64_t prefill_batch = 256;  // prompt tokens per forward batch
   uint64_t memory_limit = 0;    // KV cache byte limit; 0: none
   // A decode step (up to 16 sequences) runs all its layers in one team of
-  // threads with spinning syncs (kernels/team.h); false: a parallel region
+  // threads with spinning syncs (kernels/threads/team.h); false: a parallel region
   // per kernel call, as a prefill does (same results; for comparisons).
   bool decode_team = true;
 };

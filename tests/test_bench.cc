@@ -20,7 +20,7 @@
 #include "kernels/dtype.h"
 #include "kernels/error.h"
 #include "kernels/linear.h"
-#include "kernels/probe.h"
+#include "kernels/machine/probe.h"
 #include "runtime/model.h"
 #include "runtime/model_loader.h"
 #include "runtime/synthetic.h"

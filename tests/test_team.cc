@@ -1,5 +1,5 @@
 // ctest-labels: asan kernels
-// The team of threads a decode step runs in (kernels/team.h): its sync orders
+// The team of threads a decode step runs in (kernels/threads/team.h): its sync orders
 // every thread's writes, its block queue hands out each block exactly once call
 // after call, an exception on one thread reaches the caller without leaving
 // another spinning, and the kernels that share work within a team (matvec,
@@ -19,7 +19,7 @@
 #include "kernels/error.h"
 #include "kernels/linear.h"
 #include "kernels/linear_internal.h"
-#include "kernels/team.h"
+#include "kernels/threads/team.h"
 #include "tests/linear_fixture.h"
 
 using namespace qkv;

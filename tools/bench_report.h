@@ -34,7 +34,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/probe.h"
+#include "kernels/machine/probe.h"
 #include "tools/bench_json.h"
 
 namespace qkv::tools {

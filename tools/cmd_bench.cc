@@ -1,5 +1,5 @@
 // qkv bench: prefill, decode and batched-decode throughput of one model on this
-// machine, judged against the machine's own measured ceilings (kernels/probe.h).
+// machine, judged against the machine's own measured ceilings (kernels/machine/probe.h).
 //
 // Every measurement runs warm-up repetitions that are not counted, then `reps`
 // timed ones, and reports the median and range. Setup work (filling a cache to
@@ -23,7 +23,7 @@
 
 #include "kernels/dtype.h"
 #include "kernels/error.h"
-#include "kernels/probe.h"
+#include "kernels/machine/probe.h"
 #include "kernels/simd_target.h"
 #include "runtime/decoder.h"
 #include "runtime/model.h"

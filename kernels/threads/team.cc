@@ -1,4 +1,4 @@
-#include "kernels/team.h"
+#include "kernels/threads/team.h"
 
 #include <omp.h>
 
@@ -6,7 +6,7 @@
 #include <new>
 #include <thread>
 
-#include "kernels/block_queue.h"
+#include "kernels/threads/block_queue.h"
 #include "kernels/error.h"
 
 #if defined(__x86_64__) || defined(__i386__)

@@ -8,7 +8,7 @@
 #include <atomic>
 #include <cstdint>
 
-#include "kernels/team.h"
+#include "kernels/threads/team.h"
 
 namespace qkv {
 namespace detail {

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "kernels/attention.h"
-#include "kernels/attention_common.h"
+#include "kernels/attention/validate.h"
 
 namespace qkv {
 

@@ -1,6 +1,6 @@
 // The machine probe (see probe.h). The read and FMA loops are Highway kernels
 // so they run on the same SIMD target as the decoder's kernels.
-#include "kernels/probe.h"
+#include "kernels/machine/probe.h"
 
 #include <omp.h>
 #include <sys/mman.h>
@@ -14,7 +14,7 @@
 #include "kernels/simd_target.h"
 
 #undef HWY_TARGET_INCLUDE
-#define HWY_TARGET_INCLUDE "kernels/probe.cc"
+#define HWY_TARGET_INCLUDE "kernels/machine/probe.cc"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 #include "hwy/cache_control.h"
 #include "hwy/highway.h"

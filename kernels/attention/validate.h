@@ -1,4 +1,4 @@
-// Internal to the attention kernels (attention.cc, attention_reference.cc): the
+// Internal to the attention kernels (attention.cc, reference.cc): the
 // argument checks both entry points share, and the one definition of which keys a
 // query row may see, so the streaming kernel and the reference agree on masking.
 #pragma once

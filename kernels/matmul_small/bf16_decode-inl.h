@@ -1,0 +1,84 @@
+// bf16 steps of 32 columns and the conversion of F16/BF16/Q8_0 weight rows
+// to them (AVX3_DL target only), shared by the AVX512_BF16 and AMX paths.
+//
+// A Highway "-inl" header of the small-batch matmul:
+// kernels/matmul_small/matmul_small.cc includes it once per SIMD target
+// (foreach_target), after hwy/highway.h.
+#if defined(QKV_KERNELS_MATMUL_SMALL_BF16_DECODE_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef QKV_KERNELS_MATMUL_SMALL_BF16_DECODE_INL_H_
+#undef QKV_KERNELS_MATMUL_SMALL_BF16_DECODE_INL_H_
+#else
+#define QKV_KERNELS_MATMUL_SMALL_BF16_DECODE_INL_H_
+#endif
+
+#include "hwy/highway.h"
+#include "kernels/matmul_small/common-inl.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace qkv {
+namespace HWY_NAMESPACE {
+#if HWY_TARGET == HWY_AVX3_DL
+#define QKV_BF16_TARGET __attribute__((target("avx512bf16,prfchw")))
+
+constexpr size_t kRowsBF16 = 4;   // rows per block: 4 x 4 quads = 16 accumulators
+constexpr size_t kBF16Step = 32;  // columns per step
+constexpr size_t kQuad = 4;       // inputs per vector
+constexpr size_t kSub = 8;        // columns of one input per vector
+constexpr size_t kQuadStep = kQuad * kBF16Step;  // bf16 values of one quad per step
+
+inline size_t StepsBF16(size_t cols) { return (cols + kBF16Step - 1) / kBF16Step; }
+
+// Two f32 vectors (columns i .. i+15 in lo, i+16 .. i+31 in hi) as 32 bf16.
+QKV_BF16_TARGET HWY_INLINE __m512i PackBF16(__m512 lo, __m512 hi) {
+  return reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(hi, lo));
+}
+
+// Columns [32t, 32t + 32) of row `row` (values of type T, all within the row)
+// as 32 bf16 at out (64-byte aligned).
+template <DType T>
+QKV_BF16_TARGET HWY_INLINE void DecodeStepBF16(const uint8_t* HWY_RESTRICT row, size_t t, uint16_t* HWY_RESTRICT out) {
+  const size_t i = t * kBF16Step;
+  if constexpr (T == DType::Q8_0) {
+    static_assert(kBF16Step == kQ8BlockSize, "a step is one Q8_0 block");
+    const uint8_t* blk = row + t * sizeof(BlockQ8_0);
+    uint16_t h;
+    std::memcpy(&h, blk, 2);
+    const __m512 d = _mm512_set1_ps(_cvtsh_ss(h));
+    const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 2));
+    const __m512 lo = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm256_castsi256_si128(q)));
+    const __m512 hi = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm256_extracti128_si256(q, 1)));
+    _mm512_store_si512(out, PackBF16(_mm512_mul_ps(d, lo), _mm512_mul_ps(d, hi)));
+  } else {
+    const DF df;
+    const VF lo = LoadWeights<T>(df, row, i), hi = LoadWeights<T>(df, row, i + kLanes);
+    _mm512_store_si512(out, PackBF16(lo.raw, hi.raw));
+  }
+}
+
+// The steps of a row that DecodeStepBF16 cannot take: the last one, if the
+// row ends inside it (its padding zero).
+template <DType T>
+QKV_BF16_TARGET HWY_INLINE void DecodeTailBF16(const uint8_t* HWY_RESTRICT row, size_t cols,
+                                               uint16_t* HWY_RESTRICT out, size_t stride) {
+  for (size_t i = cols / kBF16Step * kBF16Step; i < StepsBF16(cols) * kBF16Step; ++i) {
+    uint16_t v = 0;  // Q8_0 rows are whole 32-column blocks: no tail
+    if constexpr (T != DType::Q8_0) v = i < cols ? f32_to_bf16(LoadWeight<T>(row, i)) : 0;
+    out[i / kBF16Step * stride + i % kBF16Step] = v;
+  }
+}
+
+// Row `row` (cols values of type T) as bf16, step t's 32 columns at
+// out + t * stride (64-byte aligned), the padding after the last column zero.
+template <DType T>
+QKV_BF16_TARGET HWY_INLINE void DecodeRowBF16(const uint8_t* HWY_RESTRICT row, size_t cols,
+                                              uint16_t* HWY_RESTRICT out, size_t stride) {
+  for (size_t t = 0; t < cols / kBF16Step; ++t) DecodeStepBF16<T>(row, t, out + t * stride);
+  DecodeTailBF16<T>(row, cols, out, stride);
+}
+#endif  // HWY_TARGET == HWY_AVX3_DL
+
+}  // namespace HWY_NAMESPACE
+}  // namespace qkv
+HWY_AFTER_NAMESPACE();
+
+#endif  // QKV_KERNELS_MATMUL_SMALL_BF16_DECODE_INL_H_
