@@ -100,13 +100,30 @@ void decode_tile(const Matrix& W, int64_t r0, int64_t n, GemmPrecision p, void* 
 
 }  // namespace
 
+// Whether oneDNN has a bf16 GEMM on this CPU (2.6 has none below AVX-512, e.g.
+// on AVX2-only CPUs): probed once with a 1x1x1 product.
+bool onednn_has_bf16() {
+  static const bool ok = [] {
+    try {
+      const uint16_t one = 0x3f80;
+      float y = 0;
+      run_gemm(&one, &one, &y, 1, 1, 1, 1, memory::data_type::bf16);
+      return y == 1.0f;
+    } catch (const dnnl::error&) {
+      return false;
+    }
+  }();
+  return ok;
+}
+
 GemmPrecision default_gemm_precision(DType t) {
   // F32 weights stay f32 (an f32 model should compute like its f32 reference).
   // BF16 weights run natively in bf16 (weights exact, no decode). F16 and Q8_0
   // also go through bf16: measured (bench_linear, onednn_f32 vs onednn_bf16,
   // M = 64 and 512) about 1.8x the f32 GEMM's rate, for a relative error per
   // product below 2^-8 (activation and weight each rounded to bf16).
-  return t == DType::F32 ? GemmPrecision::kF32 : GemmPrecision::kBF16;
+  // Where oneDNN has no bf16 GEMM, everything runs in f32.
+  return t == DType::F32 || !onednn_has_bf16() ? GemmPrecision::kF32 : GemmPrecision::kBF16;
 }
 
 void matmul_onednn(const Matrix& W, const float* X, int64_t M, float* Y) {
@@ -115,7 +132,7 @@ void matmul_onednn(const Matrix& W, const float* X, int64_t M, float* Y) {
 
 void matmul_onednn(const Matrix& W, const float* X, int64_t M, float* Y, GemmPrecision p) {
   const int64_t K = W.cols, N = W.rows;
-  if (W.type == DType::F32) p = GemmPrecision::kF32;
+  if (W.type == DType::F32 || !onednn_has_bf16()) p = GemmPrecision::kF32;
   const memory::data_type dt = p == GemmPrecision::kF32 ? memory::data_type::f32 : memory::data_type::bf16;
   try {
     const void* a = X;
