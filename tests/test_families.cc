@@ -150,8 +150,10 @@ TEST_CASE("every family matches llama.cpp's logits at F32 (decode and prefill pa
     for (int seq : {1, 2}) {
       Reference ref;
       if (!read_reference("arch-" + std::string(f.ref) + ".seq" + std::to_string(seq) + f.suffix, &ref)) continue;
-      CAPTURE(f.ref);
-      CAPTURE(f.suffix);
+      const std::string name = f.ref;
+      CAPTURE(name);
+      const std::string suffix = f.suffix;
+      CAPTURE(suffix);
       CAPTURE(seq);
       for (int path = 0; path < 2; ++path) {
         const Agreement a = agreement(path == 0 ? decode_all(m, ref) : prefill_all(m, ref), ref, 0.1);
@@ -174,7 +176,8 @@ TEST_CASE("the fp64 reference forward pass reproduces llama.cpp on every family 
     const Model m = load_model(test::shared_path(model_path(f)));
     Reference ref;
     if (!read_reference("arch-" + std::string(f.ref) + ".seq2" + f.suffix, &ref)) continue;
-    CAPTURE(f.ref);
+    const std::string name = f.ref;
+      CAPTURE(name);
     test::ReferenceForward fwd(m, ref.n_ctx);
     std::vector<float> got;
     for (int32_t t : ref.tokens) {
@@ -193,8 +196,10 @@ TEST_CASE("every family at F16 and Q8_0 weights, converted and written by qkv, s
     Reference ref;
     if (!read_reference("arch-" + std::string(f.ref) + ".seq1" + f.suffix, &ref)) continue;
     for (DType t : {DType::F16, DType::Q8_0}) {
-      CAPTURE(f.ref);
-      CAPTURE(dtype_name(t));
+      const std::string name = f.ref;
+      CAPTURE(name);
+      const std::string type = dtype_name(t);
+      CAPTURE(type);
       const std::string path = std::string(QKV_BINARY_DIR) + "/families-" + f.model + "-" + dtype_name(t) + ".gguf";
       write_gguf_model(convert_model(src, t), path);
       const Model m = load_model(path);
@@ -238,8 +243,10 @@ TEST_CASE("per family: prefill then decode equals token by token, 1 thread equal
     if (std::string(f.suffix) == ".nctx128" || !test::have_shared(model_path(f))) continue;
     const Model src = load_model(test::shared_path(model_path(f)));
     for (DType t : {DType::F32, DType::F16}) {
-      CAPTURE(f.model);
-      CAPTURE(dtype_name(t));
+      const std::string model = f.model;
+      CAPTURE(model);
+      const std::string type = dtype_name(t);
+      CAPTURE(type);
       const Model m = t == DType::F32 ? src : convert_model(src, t);
       std::vector<int32_t> tokens(40);
       for (int i = 0; i < 40; ++i) tokens[i] = (i * 37 + 11) % kVocab;
@@ -292,4 +299,140 @@ TEST_CASE("gemma2 loads with its settings; without the kernel's score soft-cap a
   CHECK_FALSE(m.config.layer_slides(1));
   CHECK(m.config.post_norms);
   CHECK_THROWS_WITH(Decoder(m, DecoderOptions{}), doctest::Contains("soft-cap"));
+}
+
+namespace {
+
+// A small model of each family, with a window shorter than the sequences.
+ModelConfig small_config(const std::string& arch, int64_t head_dim) {
+  ModelConfig c;
+  c.dim = 64;
+  c.hidden_dim = 96;
+  c.n_layers = 3;
+  c.n_heads = 4;
+  c.n_kv_heads = 2;
+  c.head_dim = head_dim;
+  c.rope_dim = head_dim;
+  c.vocab_size = 300;
+  c.context_length = 64;
+  c = with_arch(c, arch);
+  if (c.sliding_window > 0 || arch == "phi3") c.sliding_window = 7;
+  if (c.swa_period == 6) c.n_layers = 6;  // 5 sliding, 1 global
+  return c;
+}
+
+double rel_error(const float* got, const std::vector<double>& want) {
+  double e = 0, s = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    e = std::max(e, std::fabs(got[i] - want[i]));
+    s = std::max(s, std::fabs(want[i]));
+  }
+  return e / std::max(s, 1e-30);
+}
+
+}  // namespace
+
+TEST_CASE("synthetic models of every family, and a Qwen3 shape with n_head x head_dim != dim, match the fp64 pass") {
+  for (const std::string& arch : arch_names()) {
+    if (arch == "gemma2") continue;  // refused until the kernel soft-caps scores
+    for (int64_t head_dim : {int64_t(16), int64_t(32)}) {
+      if (head_dim != 16 && arch != "qwen3" && arch != "gemma3") continue;  // 4 x 32 = 128 != 64
+      CAPTURE(arch);
+      CAPTURE(head_dim);
+      const ModelConfig c = small_config(arch, head_dim);
+      const Model made = make_synthetic_model(c, DType::F32, 11, arch_output_tied(arch, false));
+      // Through the GGUF writer and back: the same model.
+      const std::string path = std::string(QKV_BINARY_DIR) + "/families-synthetic-" + arch + ".gguf";
+      write_gguf_model(made, path);
+      const Model m = load_model(path);
+      CHECK(m.config.q_dim() == 4 * head_dim);
+      CHECK(m.config.sliding_window == c.sliding_window);
+      test::ReferenceForward ref(m);
+      DecoderOptions o;
+      o.kv_type = DType::F32;
+      Decoder dec(m, o), dec_made(made, o);
+      std::vector<int32_t> tokens(24);
+      for (int i = 0; i < 24; ++i) tokens[i] = (i * 53 + 7) % 300;
+      std::vector<double> want;
+      for (int i = 0; i < 20; ++i) want = ref.step(tokens[i]);
+      const float* got = dec.prefill(0, tokens.data(), 20);  // past the window of 7
+      CHECK(rel_error(got, want) <= 1e-4);
+      const std::vector<float> loaded(got, got + 300);
+      const float* in_memory = dec_made.prefill(0, tokens.data(), 20);
+      CHECK(std::equal(loaded.begin(), loaded.end(), in_memory));  // the file holds the same model
+      for (int i = 20; i < 24; ++i) {
+        want = ref.step(tokens[i]);
+        CHECK(rel_error(dec.step(0, tokens[i]), want) <= 1e-4);
+      }
+      std::remove(path.c_str());
+    }
+  }
+}
+
+namespace {
+
+// Copies a GGUF file with edits: keys replaced or dropped (an empty string
+// value drops), tensors dropped or reshaped.
+void rewrite(const std::string& src, const std::string& dst,
+             const std::vector<std::pair<std::string, GGUFValue>>& keys, const std::string& drop_tensor,
+             const std::string& reshape_tensor = "") {
+  const GGUFFile g = GGUFFile::open(src);
+  GGUFWriter w;
+  for (const auto& kv : g.metadata()) {
+    if (kv.first != "general.alignment") w.set(kv.first, kv.second);
+  }
+  for (const auto& kv : keys) w.set(kv.first, kv.second);
+  for (const GGUFTensorInfo& t : g.tensors()) {
+    if (t.name == drop_tensor) continue;
+    std::vector<uint64_t> ne = t.ne;
+    if (t.name == reshape_tensor) std::swap(ne[0], ne[1]);
+    w.add_tensor(t.name, t.type, ne, t.data, t.n_bytes);
+  }
+  w.write(dst);
+}
+
+bool load_fails_with(const std::string& path, const std::string& what) {
+  try {
+    load_model(path);
+  } catch (const Error& e) {
+    if (std::string(e.what()).find(what) != std::string::npos) return true;
+    MESSAGE(e.what());
+    return false;
+  }
+  return false;
+}
+
+}  // namespace
+
+TEST_CASE("a missing or mis-shaped tensor, an unexpected one and an inconsistent key are clear errors") {
+  const std::string dir = std::string(QKV_BINARY_DIR) + "/families-bad-";
+  const std::string qwen3 = dir + "qwen3.gguf", phi3 = dir + "phi3.gguf", bad = dir + "edited.gguf";
+  write_gguf_model(make_synthetic_model(small_config("qwen3", 32), DType::F32, 3, false), qwen3);
+  write_gguf_model(make_synthetic_model(small_config("phi3", 16), DType::F32, 3, false), phi3);
+  rewrite(qwen3, bad, {}, "blk.1.attn_k_norm.weight");
+  CHECK(load_fails_with(bad, "required tensor 'blk.1.attn_k_norm.weight' is missing"));
+  rewrite(qwen3, bad, {}, "", "blk.0.attn_output.weight");
+  CHECK(load_fails_with(bad, "'blk.0.attn_output.weight' has shape [64, 128]"));
+  rewrite(phi3, bad, {}, "output.weight");
+  CHECK(load_fails_with(bad, "'output.weight' is missing"));
+  rewrite(qwen3, bad, {{"qwen3.attention.value_length", GGUFValue::u32(16)}}, "");
+  CHECK(load_fails_with(bad, "value_length 16 differs from key_length 32"));
+  rewrite(qwen3, bad, {{"qwen3.rope.scaling.type", GGUFValue::string("yarn")}}, "");
+  CHECK(load_fails_with(bad, "rope scaling type 'yarn' is not supported"));
+  rewrite(qwen3, bad, {{"general.architecture", GGUFValue::string("qwen2")}}, "");
+  CHECK(load_fails_with(bad, "required key 'qwen2.embedding_length' is missing"));
+  // A qwen3 file relabelled qwen2: the keys fit, the biases are missing.
+  const GGUFFile g = GGUFFile::open(qwen3);
+  GGUFWriter w;
+  for (const auto& kv : g.metadata()) {
+    if (kv.first == "general.alignment") continue;
+    std::string k = kv.first;
+    if (k.rfind("qwen3.", 0) == 0) k = "qwen2." + k.substr(6);
+    w.set(k, k == "general.architecture" ? GGUFValue::string("qwen2") : kv.second);
+  }
+  for (const GGUFTensorInfo& t : g.tensors()) w.add_tensor(t.name, t.type, t.ne, t.data, t.n_bytes);
+  const std::string renamed = dir + "renamed.gguf";
+  w.write(renamed);
+  CHECK(load_fails_with(renamed, "required tensor 'blk.0.attn_q.bias' is missing"));
+  for (const std::string& p : {qwen3, phi3, bad, renamed}) std::remove(p.c_str());
 }
