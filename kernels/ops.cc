@@ -1,4 +1,4 @@
-// Element-wise and row-wise decoder kernels. RMSNorm, softmax, SwiGLU and the
+// Element-wise and row-wise decoder kernels. RMSNorm, softmax, SwiGLU, GELU, soft-capping and the
 // residual add are Highway loops (they touch whole activation rows every layer);
 // RoPE is scalar because it must reproduce llama2.c's float angle formula
 // exactly (greedy output is compared with llama2.c byte for byte) and its cost
@@ -112,6 +112,39 @@ void SiluMul(float* HWY_RESTRICT gate, const float* HWY_RESTRICT up, size_t n) {
   for (; i < n; ++i) gate[i] = gate[i] / (1.0f + std::exp(std::min(-gate[i], 88.0f))) * up[i];
 }
 
+// Highway's tanh (a few ulp); saturates to +-1 on its own.
+HWY_INLINE VF TanhF(DF df, VF u) { return hn::Tanh(df, u); }
+
+float TanhScalar(float u) { return std::tanh(u); }
+
+void GeluTanhMul(float* HWY_RESTRICT gate, const float* HWY_RESTRICT up, size_t n) {
+  const DF df;
+  const size_t N = hn::Lanes(df);
+  const VF half = hn::Set(df, 0.5f), one = hn::Set(df, 1.0f);
+  const VF k0 = hn::Set(df, 0.7978845608028654f), k1 = hn::Set(df, 0.044715f);
+  size_t i = 0;
+  for (; i + N <= n; i += N) {
+    const VF z = hn::LoadU(df, gate + i);
+    const VF u = hn::Mul(k0, hn::MulAdd(hn::Mul(k1, z), hn::Mul(z, z), z));
+    const VF g = hn::Mul(hn::Mul(half, z), hn::Add(one, TanhF(df, u)));
+    hn::StoreU(hn::Mul(g, hn::LoadU(df, up + i)), df, gate + i);
+  }
+  for (; i < n; ++i) {
+    const float z = gate[i];
+    const float u = 0.7978845608028654f * (z + 0.044715f * z * z * z);
+    gate[i] = 0.5f * z * (1.0f + TanhScalar(u)) * up[i];
+  }
+}
+
+void Softcap(float* x, size_t n, float cap) {
+  const DF df;
+  const size_t N = hn::Lanes(df);
+  const VF c = hn::Set(df, cap), inv = hn::Set(df, 1.0f / cap);
+  size_t i = 0;
+  for (; i + N <= n; i += N) hn::StoreU(hn::Mul(c, TanhF(df, hn::Mul(hn::LoadU(df, x + i), inv))), df, x + i);
+  for (; i < n; ++i) x[i] = cap * TanhScalar(x[i] * (1.0f / cap));
+}
+
 void AddInplace(float* HWY_RESTRICT y, const float* HWY_RESTRICT x, size_t n) {
   const DF df;
   const size_t N = hn::Lanes(df);
@@ -131,6 +164,8 @@ HWY_EXPORT(ExpShifted);
 HWY_EXPORT(Scale);
 HWY_EXPORT(SiluMul);
 HWY_EXPORT(AddInplace);
+HWY_EXPORT(GeluTanhMul);
+HWY_EXPORT(Softcap);
 
 void rmsnorm(const float* x, const float* w, float* out, size_t n, float eps, size_t M) {
   if (n == 0 || M == 0) return;
@@ -148,35 +183,53 @@ void check_rope_dims(size_t head_dim, size_t rope_dim) {
 }  // namespace
 
 void rope_angles(size_t rope_dim, int64_t pos, float base, float* cs) {
+  RopeParams p;
+  p.base = base;
+  rope_angles(rope_dim, pos, p, cs);
+}
+
+void rope_angles(size_t rope_dim, int64_t pos, const RopeParams& p, float* cs) {
   if (rope_dim == 0) return;
   QKV_CHECK(cs != nullptr, "rope_angles: null pointer");
   QKV_CHECK(rope_dim % 2 == 0, "rope: rope_dim ", rope_dim, " must be even");
   QKV_CHECK(pos >= 0, "rope: negative position ", pos);
-  QKV_CHECK(base > 0.0f, "rope: base must be positive, got ", base);
+  QKV_CHECK(p.base > 0.0f, "rope: base must be positive, got ", p.base);
+  QKV_CHECK(p.freq_scale > 0.0f, "rope: frequency scale must be positive, got ", p.freq_scale);
   // llama2.c: freq = 1 / powf(10000, head_dim_index / (float)head_size);
   // val = pos * freq; fcr = cosf(val); fci = sinf(val). Same float operations here
-  // (std::pow/cos/sin on floats are powf/cosf/sinf).
+  // (std::pow/cos/sin on floats are powf/cosf/sinf); the scale, factors and
+  // attention factor are exact no-ops at their defaults.
   const float fpos = static_cast<float>(pos);
   for (size_t k = 0; k < rope_dim / 2; ++k) {
-    const float freq = 1.0f / std::pow(base, static_cast<float>(2 * k) / static_cast<float>(rope_dim));
-    const float val = fpos * freq;
-    cs[2 * k] = std::cos(val);
-    cs[2 * k + 1] = std::sin(val);
+    const float freq = 1.0f / std::pow(p.base, static_cast<float>(2 * k) / static_cast<float>(rope_dim));
+    float val = fpos * freq * p.freq_scale;
+    if (p.factors != nullptr) val /= p.factors[k];
+    cs[2 * k] = std::cos(val) * p.attn_factor;
+    cs[2 * k + 1] = std::sin(val) * p.attn_factor;
   }
 }
 
 void rope_rotate(float* x, size_t n_heads, size_t head_dim, size_t rope_dim, const float* cs) {
+  rope_rotate(x, n_heads, head_dim, rope_dim, cs, RopeStyle::Adjacent);
+}
+
+void rope_rotate(float* x, size_t n_heads, size_t head_dim, size_t rope_dim, const float* cs, RopeStyle style) {
   if (n_heads == 0 || rope_dim == 0) return;
   QKV_CHECK(x != nullptr && cs != nullptr, "rope: null pointer");
   check_rope_dims(head_dim, rope_dim);
   const size_t half = rope_dim / 2;
+  // Pair k is (2k, 2k+1) or (k, k + half).
+  const bool adj = style == RopeStyle::Adjacent;
+  const size_t step = adj ? 2 : 1, other = adj ? 1 : half;
   for (size_t h = 0; h < n_heads; ++h) {
     float* v = x + h * head_dim;
     for (size_t k = 0; k < half; ++k) {
-      const float v0 = v[2 * k], v1 = v[2 * k + 1];
+      float& a = v[k * step];
+      float& b = v[k * step + other];
+      const float v0 = a, v1 = b;
       const float fcr = cs[2 * k], fci = cs[2 * k + 1];
-      v[2 * k] = v0 * fcr - v1 * fci;
-      v[2 * k + 1] = v0 * fci + v1 * fcr;
+      a = v0 * fcr - v1 * fci;
+      b = v0 * fci + v1 * fcr;
     }
   }
 }
@@ -209,6 +262,19 @@ void silu_mul(float* gate, const float* up, size_t n) {
   if (n == 0) return;
   QKV_CHECK(gate != nullptr && up != nullptr, "silu_mul: null pointer");
   HWY_DYNAMIC_DISPATCH(SiluMul)(gate, up, n);
+}
+
+void gelu_tanh_mul(float* gate, const float* up, size_t n) {
+  if (n == 0) return;
+  QKV_CHECK(gate != nullptr && up != nullptr, "gelu_tanh_mul: null pointer");
+  HWY_DYNAMIC_DISPATCH(GeluTanhMul)(gate, up, n);
+}
+
+void softcap(float* x, size_t n, float cap) {
+  if (n == 0) return;
+  QKV_CHECK(x != nullptr, "softcap: null pointer");
+  QKV_CHECK(cap > 0.0f && std::isfinite(cap), "softcap: the cap must be positive, got ", cap);
+  HWY_DYNAMIC_DISPATCH(Softcap)(x, n, cap);
 }
 
 void add_inplace(float* y, const float* x, size_t n) {

@@ -1,4 +1,4 @@
-// Small element-wise and row-wise kernels of a llama-style decoder.
+// Small element-wise and row-wise kernels of a transformer decoder.
 #pragma once
 
 #include <cstddef>
@@ -19,11 +19,35 @@ void rope(float* x, size_t n_heads, size_t head_dim, size_t rope_dim, int64_t po
 void rope_angles(size_t rope_dim, int64_t pos, float base, float* cs);
 void rope_rotate(float* x, size_t n_heads, size_t head_dim, size_t rope_dim, const float* cs);
 
+// Which dims a rotation pair k < rope_dim/2 takes: (2k, 2k+1) (llama2.c, GGUF
+// `llama`) or (k, k + rope_dim/2) (GPT-NeoX style: qwen2/3, phi3, gemma).
+enum class RopeStyle { Adjacent, Neox };
+
+// The general angle table: theta_k = pos * base^(-2k/rope_dim) * freq_scale /
+// factors[k] (factors may be null: all 1), cs = cos, sin of theta_k, times
+// attn_factor. With freq_scale = attn_factor = 1 and no factors it is
+// rope_angles() exactly.
+struct RopeParams {
+  float base = 10000.0f;
+  float freq_scale = 1.0f;
+  float attn_factor = 1.0f;
+  const float* factors = nullptr;  // [rope_dim/2] or null
+};
+void rope_angles(size_t rope_dim, int64_t pos, const RopeParams& p, float* cs);
+void rope_rotate(float* x, size_t n_heads, size_t head_dim, size_t rope_dim, const float* cs, RopeStyle style);
+
 // In-place numerically stable softmax of n values.
 void softmax(float* x, size_t n);
 
 // gate[i] = silu(gate[i]) * up[i], silu(z) = z / (1 + e^-z).
 void silu_mul(float* gate, const float* up, size_t n);
+
+// gate[i] = gelu(gate[i]) * up[i], gelu the tanh form
+// 0.5 z (1 + tanh(sqrt(2/pi) (z + 0.044715 z³))), computed in f32 (no table).
+void gelu_tanh_mul(float* gate, const float* up, size_t n);
+
+// Soft-capping in place: x[i] = cap * tanh(x[i] / cap) (cap > 0).
+void softcap(float* x, size_t n, float cap);
 
 // y[i] += x[i].
 void add_inplace(float* y, const float* x, size_t n);

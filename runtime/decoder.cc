@@ -55,10 +55,18 @@ Decoder::Decoder(const Model& model, const DecoderOptions& options)
   QKV_CHECK(options.prefill_batch >= 1, "prefill batch must be at least 1");
   QKV_CHECK(options.n_seqs >= 1, "a decoder needs at least one sequence");
   const ModelConfig& c = model.config;
-  QKV_CHECK(c.n_layers >= 1 && c.dim >= 1 && c.vocab_size >= 1 && c.n_heads >= 1 &&
-                c.n_kv_heads >= 1 && c.n_heads % c.n_kv_heads == 0 && c.head_dim * c.n_heads == c.dim &&
+  QKV_CHECK(c.n_layers >= 1 && c.dim >= 1 && c.vocab_size >= 1 && c.n_heads >= 1 && c.head_dim >= 1 &&
+                c.n_kv_heads >= 1 && c.n_heads % c.n_kv_heads == 0 &&
                 static_cast<int64_t>(model.layers.size()) == c.n_layers,
             "model configuration is inconsistent");
+  QKV_CHECK(c.attn_softcap == 0.0f, "attention score soft-capping (", c.attn_softcap,
+            ", gemma2) is not implemented by the attention kernel");
+  // LongRoPE: the short factors serve contexts up to the original one
+  // (llama.cpp: n_ctx per sequence > n_ctx_orig picks the long factors).
+  if (!c.rope_factors.empty()) {
+    const bool use_short = !c.rope_factors_short.empty() && context() <= c.rope_orig_context;
+    rope_factors_ = use_short ? &c.rope_factors_short : &c.rope_factors;
+  }
   ensure_rows(std::max<int64_t>(1, options.n_seqs));
   // Logits are needed for one row per sequence of a step (a prefill keeps only
   // its last token's), so they are sized by sequences, not by prefill rows.
@@ -71,13 +79,14 @@ void Decoder::ensure_rows(int64_t M) {
   const auto n = static_cast<size_t>(M);
   x_.resize(n * c.dim);
   xb_.resize(n * c.dim);
-  q_.resize(n * c.dim);
+  q_.resize(n * c.q_dim());
   k_.resize(n * c.kv_dim());
   v_.resize(n * c.kv_dim());
-  att_.resize(n * c.dim);
+  att_.resize(n * c.q_dim());
   hb_.resize(n * c.hidden_dim);
   hb2_.resize(n * c.hidden_dim);
   rope_cs_.resize(n * c.rope_dim);
+  if (c.rope_theta_local > 0) rope_cs_local_.resize(n * c.rope_dim);
   rows_ = M;
 }
 
@@ -94,7 +103,11 @@ void Decoder::embed(const int32_t* tokens, int64_t M) {
   const size_t row_bytes = dtype_row_bytes(E.type, static_cast<size_t>(E.cols));
   for (int64_t m = 0; m < M; ++m) {
     const auto* row = static_cast<const uint8_t*>(E.data) + static_cast<size_t>(tokens[m]) * row_bytes;
-    decode_row(E.type, row, static_cast<size_t>(E.cols), &x_[m * model_.config.dim]);
+    float* x = &x_[m * model_.config.dim];
+    decode_row(E.type, row, static_cast<size_t>(E.cols), x);
+    if (model_.config.embed_scale != 1.0f) {
+      for (int64_t i = 0; i < E.cols; ++i) x[i] *= model_.config.embed_scale;
+    }
   }
 }
 
@@ -148,37 +161,59 @@ const float* Decoder::step_batch(const int64_t* seqs, const int32_t* tokens, int
   return logits_.data();
 }
 
-// The llama block, for M rows: rows either all belong to one sequence at
-// consecutive positions (prefill) or each to its own sequence (decode).
+// The transformer block, for M rows: rows either all belong to one sequence at
+// consecutive positions (prefill) or each to its own sequence (decode). What
+// the block does beyond llama's pre-norm attention + SwiGLU (biases, QK-norm,
+// NEOX RoPE and its factors, post-norms, GELU, soft-caps, sliding windows) is
+// read from the configuration, never from the family's name.
 //
 // A decode step runs all its layers in one team of threads (kernels/threads/team.h):
 // the kernels share each call's work among the team, and the per-row steps
-// (norms, RoPE and cache writes, SwiGLU, residuals) are split over it too.
+// (norms, RoPE and cache writes, activations, residuals) are split over it too.
 // Each of these ends with a spinning sync, instead of a parallel region per
 // kernel call (whose fork and join cost system calls here). A prefill keeps a
 // region per call: its GEMMs go to oneDNN, which threads itself.
 void Decoder::forward(int64_t M, const int64_t* seqs, const int64_t* pos) {
   const ModelConfig& c = model_.config;
-  const int64_t dim = c.dim, kv_dim = c.kv_dim(), hidden = c.hidden_dim;
+  const int64_t dim = c.dim, q_dim = c.q_dim(), kv_dim = c.kv_dim(), hidden = c.hidden_dim, hd = c.head_dim;
   const bool decode = M == 1 || seqs[0] != seqs[M - 1];
   // Decode: each row's sequence length once its new token is stored (the same for every layer).
   std::vector<int64_t> len(static_cast<size_t>(M));
   for (int64_t m = 0; m < M; ++m) len[m] = pos[m] + 1;
-  // Each row's RoPE angles, shared by every layer.
+  // Each row's RoPE angles, shared by every layer (and by every sliding layer
+  // when those have their own base).
   const int64_t rd = c.rope_dim;
-  for (int64_t m = 0; m < M; ++m) rope_angles(rd, pos[m], c.rope_theta, &rope_cs_[m * rd]);
+  RopeParams rp;
+  rp.base = c.rope_theta;
+  rp.freq_scale = c.rope_freq_scale;
+  rp.attn_factor = c.rope_attn_factor;
+  rp.factors = rope_factors_ ? rope_factors_->data() : nullptr;
+  for (int64_t m = 0; m < M; ++m) rope_angles(rd, pos[m], rp, &rope_cs_[m * rd]);
+  if (c.rope_theta_local > 0) {
+    RopeParams local = rp;
+    local.base = c.rope_theta_local;
+    local.freq_scale = 1.0f;
+    for (int64_t m = 0; m < M; ++m) rope_angles(rd, pos[m], local, &rope_cs_local_[m * rd]);
+  }
+  auto vec = [](const Matrix& m) { return norm_weights(m); };
 
   auto layers = [&] {
-    // The residual stream x of rows [lo, hi): x += delta (when given), then xb = norm(x).
-    auto add_norm = [&](const float* delta, const Matrix& norm) {
+    // The residual stream x of rows [lo, hi): x += delta (when given; first
+    // normed by post_norm when that is given), then xb = norm(x).
+    auto add_norm = [&](float* delta, const Matrix* post_norm, const Matrix* norm) {
       each_share(M, [&](int64_t lo, int64_t hi) {
-        if (delta != nullptr) add_inplace(&x_[lo * dim], &delta[lo * dim], (hi - lo) * dim);
-        rmsnorm(&x_[lo * dim], norm_weights(norm), &xb_[lo * dim], dim, c.norm_eps, hi - lo);
+        if (delta != nullptr) {
+          if (post_norm != nullptr) rmsnorm(&delta[lo * dim], vec(*post_norm), &delta[lo * dim], dim, c.norm_eps, hi - lo);
+          add_inplace(&x_[lo * dim], &delta[lo * dim], (hi - lo) * dim);
+        }
+        if (norm != nullptr) rmsnorm(&x_[lo * dim], vec(*norm), &xb_[lo * dim], dim, c.norm_eps, hi - lo);
       });
     };
-    add_norm(nullptr, model_.layers[0].attn_norm);
+    add_norm(nullptr, nullptr, &model_.layers[0].attn_norm);
     for (int64_t l = 0; l < c.n_layers; ++l) {
       const LayerWeights& w = model_.layers[l];
+      const bool slides = c.layer_slides(l);
+      const float* cs = slides && c.rope_theta_local > 0 ? rope_cs_local_.data() : rope_cs_.data();
 
       // Attention: x += Wo · attention(rope(Wq·xb), rope(Wk·xb), Wv·xb), xb = norm(x)
       const Matrix qkv[3] = {w.wq, w.wk, w.wv};
@@ -186,31 +221,48 @@ void Decoder::forward(int64_t M, const int64_t* seqs, const int64_t* pos) {
       matmul_multi(qkv, qkv_out, 3, xb_.data(), M);
       each_share(M, [&](int64_t lo, int64_t hi) {
         for (int64_t m = lo; m < hi; ++m) {
-          rope_rotate(&q_[m * dim], c.n_heads, c.head_dim, rd, &rope_cs_[m * rd]);
-          rope_rotate(&k_[m * kv_dim], c.n_kv_heads, c.head_dim, rd, &rope_cs_[m * rd]);
-          if (decode) cache_.store(l, seqs[m], pos[m], 1, &k_[m * kv_dim], &v_[m * kv_dim]);
+          float* q = &q_[m * q_dim];
+          float* k = &k_[m * kv_dim];
+          if (c.qkv_bias) {
+            add_inplace(q, vec(w.bq), q_dim);
+            add_inplace(k, vec(w.bk), kv_dim);
+            add_inplace(&v_[m * kv_dim], vec(w.bv), kv_dim);
+          }
+          if (c.qk_norm) {  // per head, before RoPE
+            rmsnorm(q, vec(w.q_norm), q, hd, c.norm_eps, c.n_heads);
+            rmsnorm(k, vec(w.k_norm), k, hd, c.norm_eps, c.n_kv_heads);
+          }
+          rope_rotate(q, c.n_heads, hd, rd, &cs[m * rd], c.rope_style);
+          rope_rotate(k, c.n_kv_heads, hd, rd, &cs[m * rd], c.rope_style);
+          if (decode) cache_.store(l, seqs[m], pos[m], 1, k, &v_[m * kv_dim]);
         }
       });
+      const int64_t window = slides ? c.sliding_window : 0;
       if (decode) {
-        cache_.attend_decode(l, seqs, len.data(), M, c.n_heads, q_.data(), att_.data());
+        cache_.attend_decode(l, seqs, len.data(), M, c.n_heads, q_.data(), att_.data(), c.attn_scale, window);
       } else {
         cache_.store(l, seqs[0], pos[0], M, k_.data(), v_.data());
-        attention_prefill(l, seqs[0], pos[0], M);
+        attention_prefill(l, seqs[0], pos[0], M, window);
       }
       matmul(w.wo, att_.data(), M, xb_.data());
-      add_norm(xb_.data(), w.ffn_norm);  // (add_inplace reads xb before the norm overwrites it)
+      // (add_inplace reads xb before the norm overwrites it)
+      add_norm(xb_.data(), c.post_norms ? &w.post_attn_norm : nullptr, &w.ffn_norm);
 
-      // Feed-forward: x += W_down · (silu(W_gate·xb) * (W_up·xb)), xb = the next norm of x
+      // Feed-forward: x += W_down · (act(W_gate·xb) * (W_up·xb)), xb = the next norm of x
       const Matrix gate_up[2] = {w.ffn_gate, w.ffn_up};
       float* const gate_up_out[2] = {hb_.data(), hb2_.data()};
       matmul_multi(gate_up, gate_up_out, 2, xb_.data(), M);
-      each_share(M * hidden, [&](int64_t lo, int64_t hi) { silu_mul(&hb_[lo], &hb2_[lo], hi - lo); });
+      each_share(M * hidden, [&](int64_t lo, int64_t hi) {
+        if (c.activation == Activation::SiLU) {
+          silu_mul(&hb_[lo], &hb2_[lo], hi - lo);
+        } else {
+          gelu_tanh_mul(&hb_[lo], &hb2_[lo], hi - lo);
+        }
+      });
       matmul(w.ffn_down, hb_.data(), M, xb_.data());
-      if (l + 1 < c.n_layers) {
-        add_norm(xb_.data(), model_.layers[l + 1].attn_norm);
-      } else {  // the final norm is the classifier's (logits_for)
-        each_share(M, [&](int64_t lo, int64_t hi) { add_inplace(&x_[lo * dim], &xb_[lo * dim], (hi - lo) * dim); });
-      }
+      // The final norm is the classifier's (logits_for).
+      add_norm(xb_.data(), c.post_norms ? &w.post_ffn_norm : nullptr,
+               l + 1 < c.n_layers ? &model_.layers[l + 1].attn_norm : nullptr);
     }
   };
   if (decode && M <= kMaxTeamRows && options_.decode_team) {
@@ -225,9 +277,9 @@ void Decoder::forward(int64_t M, const int64_t* seqs, const int64_t* pos) {
   }
 }
 
-// Causal attention of M consecutive query rows of one sequence against every
-// key the sequence holds, straight from the cache.
-void Decoder::attention_prefill(int64_t layer, int64_t seq, int64_t pos0, int64_t M) {
+// Causal attention (within `window` keys when > 0) of M consecutive query rows
+// of one sequence against every key the sequence holds, straight from the cache.
+void Decoder::attention_prefill(int64_t layer, int64_t seq, int64_t pos0, int64_t M, int64_t window) {
   const ModelConfig& c = model_.config;
   AttentionShape shape;
   shape.B = 1;
@@ -241,29 +293,33 @@ void Decoder::attention_prefill(int64_t layer, int64_t seq, int64_t pos0, int64_
   k.data = static_cast<const uint8_t*>(k.data) + seq * k.batch_stride;
   v.data = static_cast<const uint8_t*>(v.data) + seq * v.batch_stride;
 
-  QueryView q{q_.data(), 0, c.head_dim, c.dim};
-  OutputView out{att_.data(), 0, c.head_dim, c.dim};
+  QueryView q{q_.data(), 0, c.head_dim, c.q_dim()};
+  OutputView out{att_.data(), 0, c.head_dim, c.q_dim()};
   AttentionMask mask;
   mask.causal = true;
   mask.q_pos0 = pos0;
+  mask.window = window;
   AttentionOptions opts;
+  opts.scale = c.attn_scale;
   if (capture_ && capture_->layer == layer) {
     capture_->rows = M;
     capture_->keys = shape.Lk;
     capture_->weights.assign(static_cast<size_t>(c.n_heads * M * shape.Lk), 0.0f);
-    capture_->queries.assign(q_.begin(), q_.begin() + M * c.dim);
+    capture_->queries.assign(q_.begin(), q_.begin() + M * c.q_dim());
     opts.weights = capture_->weights.data();
   }
   attention(shape, q, k, v, mask, out, opts);
 }
 
 // Final norm and classifier for activation rows [first_row, first_row + rows),
-// written to logits_ rows 0 .. rows-1.
+// written to `out` (default logits_) rows 0 .. rows-1 (soft-capped when the model says so).
 void Decoder::logits_for(int64_t first_row, int64_t rows, float* out) {
   const ModelConfig& c = model_.config;
   float* x = &x_[first_row * c.dim];
+  float* y = out ? out : logits_.data();
   rmsnorm(x, norm_weights(model_.output_norm), xb_.data(), c.dim, c.norm_eps, rows);
-  matmul(model_.output, xb_.data(), rows, out ? out : logits_.data());
+  matmul(model_.output, xb_.data(), rows, y);
+  if (c.final_softcap > 0) softcap(y, static_cast<size_t>(rows * c.vocab_size), c.final_softcap);
 }
 
 }  // namespace qkv

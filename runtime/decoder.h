@@ -1,4 +1,6 @@
-// The llama decoder's forward pass over a Model, with its own KV cache.
+// The decoder's forward pass over a Model, with its own KV cache: one pass for
+// every family, steered by the configuration's architecture description
+// (runtime/model.h, runtime/arch.h).
 //
 // One Decoder serves n_seqs sequences (cache slots). prefill() pushes a run of
 // prompt tokens of one sequence through batched GEMMs and one causal attention
@@ -29,7 +31,7 @@ struct DecoderOptions {
 
 // Inspection of one layer's attention during prefill: the softmax weights
 // [n_heads][M][pos0 + M] of the layer's causal attention (the kernel's
-// materialized path) and its rotated queries [M][dim], for the last prefill
+// materialized path) and its rotated queries [M][q_dim], for the last prefill
 // batch that ran the layer.
 struct AttentionCapture {
   int64_t layer = -1;
@@ -66,7 +68,7 @@ class Decoder {
   // The transformer over M rows of activations in x_: rows of one sequence at
   // consecutive positions (prefill) or of M sequences at their own positions (decode).
   void forward(int64_t M, const int64_t* seqs, const int64_t* pos);
-  void attention_prefill(int64_t layer, int64_t seq, int64_t pos0, int64_t M);
+  void attention_prefill(int64_t layer, int64_t seq, int64_t pos0, int64_t M, int64_t window);
   void check_tokens(const int32_t* tokens, int64_t n) const;
   void embed(const int32_t* tokens, int64_t M);
   void logits_for(int64_t first_row, int64_t rows, float* out = nullptr);  // out null: logits_
@@ -79,8 +81,10 @@ class Decoder {
   int64_t rows_ = 0;  // activation rows allocated
   // Activations, [rows][width] each.
   std::vector<float> x_, xb_, q_, k_, v_, att_, hb_, hb2_, logits_;
-  std::vector<float> rope_cs_;
-  AttentionCapture* capture_ = nullptr;  // per row of a step: RoPE cos/sin pairs (rope_angles)
+  AttentionCapture* capture_ = nullptr;
+  std::vector<float> rope_cs_;        // per row of a step: RoPE cos/sin pairs (rope_angles)
+  std::vector<float> rope_cs_local_;  // the same for sliding layers with their own base (gemma3)
+  const std::vector<float>* rope_factors_ = nullptr;  // the factors this context uses (LongRoPE: long or short)
 };
 
 }  // namespace qkv

@@ -260,7 +260,7 @@ KVView KVCache::values(int64_t layer) const {
 }
 
 void KVCache::attend_decode(int64_t layer, const int64_t* seqs, const int64_t* len, int64_t n,
-                            int64_t n_heads, const float* q, float* out, float scale) const {
+                            int64_t n_heads, const float* q, float* out, float scale, int64_t window) const {
   check_layer(layer, "attend_decode");
   QKV_CHECK(n >= 0, "KV cache attend_decode: negative sequence count ", n);
   if (n == 0) return;
@@ -312,6 +312,15 @@ void KVCache::attend_decode(int64_t layer, const int64_t* seqs, const int64_t* l
     // its own sequence: a per-row key count is the whole mask.
     AttentionMask mask;
     mask.kv_len_per_batch = len + i;
+    // A window needs each query's position (len - 1) as well.
+    thread_local std::vector<int64_t> qpos;
+    if (window > 0) {
+      qpos.assign(len + i, len + j);
+      for (int64_t& p : qpos) --p;
+      mask.causal = true;
+      mask.q_pos0_per_batch = qpos.data();
+      mask.window = window;
+    }
     AttentionOptions opts;
     opts.scale = scale;
     attention(shape, qv, kv[0], kv[1], mask, ov, opts);

@@ -1,5 +1,8 @@
-// A llama-architecture model in memory: its configuration and its weights.
-// Both loaders (GGUF and llama2.c) produce this; the decoder only reads it.
+// A decoder-only transformer in memory: its configuration (the architecture
+// family's description plus the file's sizes) and its weights. Both loaders
+// (GGUF and llama2.c) and the synthetic builder produce this; the decoder only
+// reads it. The family-specific parts are data here (runtime/arch.h fills
+// them), not code paths per family.
 #pragma once
 
 #include <cstdint>
@@ -9,38 +12,77 @@
 
 #include "kernels/dtype.h"
 #include "kernels/linear.h"
+#include "kernels/ops.h"
 
 namespace qkv {
 
+enum class Activation { SiLU, GeluTanh };  // gated FFN: act(gate) * up
+
 struct ModelConfig {
-  std::string architecture = "llama";
+  std::string architecture = "llama";  // GGUF general.architecture (runtime/arch.h)
   int64_t dim = 0;          // embedding width
   int64_t hidden_dim = 0;   // FFN width
   int64_t n_layers = 0;
   int64_t n_heads = 0;      // query heads
   int64_t n_kv_heads = 0;   // key/value heads (GQA: divides n_heads)
-  int64_t head_dim = 0;     // dim / n_heads
+  int64_t head_dim = 0;     // per head (usually dim / n_heads; Qwen3/Gemma may differ)
   int64_t rope_dim = 0;     // rotated dims per head (usually head_dim)
   int64_t vocab_size = 0;
   int64_t context_length = 0;  // trained context (llama2.c seq_len)
   float rope_theta = 10000.0f;
   float norm_eps = 1e-5f;
 
+  // ---- the architecture description (defaults: llama)
+  RopeStyle rope_style = RopeStyle::Adjacent;
+  Activation activation = Activation::SiLU;
+  bool qkv_bias = false;      // Q, K, V biases (qwen2)
+  bool qk_norm = false;       // per-head RMSNorm of Q and K before RoPE (qwen3, gemma3)
+  bool post_norms = false;    // RMSNorm of each sublayer's output before the residual add (gemma2/3)
+  float embed_scale = 1.0f;   // token embedding multiplier (gemma: sqrt(dim))
+  float attn_scale = 0.0f;    // score scale; 0: 1/sqrt(head_dim)
+  float attn_softcap = 0.0f;  // > 0: score s -> c*tanh(s/c) before the softmax (gemma2)
+  float final_softcap = 0.0f; // > 0: logit z -> c*tanh(z/c) (gemma2)
+  // Sliding-window attention: the query at p sees keys p-window+1 .. p on the
+  // sliding layers. swa_period 0: every layer slides; P > 0: layer l is global
+  // when l % P == P - 1 (gemma2: P = 2, gemma3: P = 6), sliding otherwise.
+  int64_t sliding_window = 0;
+  int64_t swa_period = 0;
+  // RoPE: theta_k = pos * base^(-2k/rope_dim) * freq_scale / factor_k, cos and
+  // sin times attn_factor. Sliding layers use rope_theta_local (with freq_scale
+  // 1) when it is > 0 (gemma3).
+  float rope_theta_local = 0.0f;
+  float rope_freq_scale = 1.0f;   // rope.scaling.type linear: 1 / rope.scaling.factor
+  float rope_attn_factor = 1.0f;  // LongRoPE's attention factor
+  // Per-pair frequency factors [rope_dim/2] (Llama 3 rope_freqs, LongRoPE long
+  // factors); empty: none. With rope_factors_short set too (LongRoPE), a
+  // decoder whose context is at most rope_orig_context uses the short ones.
+  std::vector<float> rope_factors, rope_factors_short;
+  int64_t rope_orig_context = 0;
+
+  int64_t q_dim() const { return n_heads * head_dim; }
   int64_t kv_dim() const { return n_kv_heads * head_dim; }
+  bool layer_slides(int64_t l) const {
+    return sliding_window > 0 && (swa_period == 0 || l % swa_period != swa_period - 1);
+  }
 };
 
-// Weights of one decoder layer. Norm weights are f32 vectors (rows == 1);
-// projections are y = W·x matrices [out][in].
+// Weights of one decoder layer. Norm weights and biases are f32 vectors
+// (rows == 1); projections are y = W·x matrices [out][in]. Optional tensors
+// have data == nullptr. Fused tensors of a file (phi3's attn_qkv, gate|up)
+// appear here as row ranges of it (wq/wk/wv, ffn_gate/ffn_up).
 struct LayerWeights {
   Matrix attn_norm;  // [1][dim]
-  Matrix wq;         // [dim][dim]
+  Matrix wq;         // [q_dim][dim]
   Matrix wk;         // [kv_dim][dim]
   Matrix wv;         // [kv_dim][dim]
-  Matrix wo;         // [dim][dim]
+  Matrix wo;         // [dim][q_dim]
   Matrix ffn_norm;   // [1][dim]
   Matrix ffn_gate;   // [hidden][dim]  (llama2.c w1)
   Matrix ffn_up;     // [hidden][dim]  (llama2.c w3)
   Matrix ffn_down;   // [dim][hidden]  (llama2.c w2)
+  Matrix bq, bk, bv;                     // [1][q_dim], [1][kv_dim] (qkv_bias)
+  Matrix q_norm, k_norm;                 // [1][head_dim] (qk_norm)
+  Matrix post_attn_norm, post_ffn_norm;  // [1][dim] (post_norms)
 };
 
 struct Model {
@@ -58,5 +100,9 @@ struct Model {
   // Number of parameters (tied output counted once).
   uint64_t parameter_count() const;
 };
+
+// Every present (data != nullptr) matrix of a layer, projections and vectors alike.
+std::vector<const Matrix*> layer_matrices(const LayerWeights& l);
+std::vector<Matrix*> layer_matrices(LayerWeights& l);
 
 }  // namespace qkv

@@ -1,11 +1,14 @@
 #include "runtime/model_loader.h"
 
+#include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <set>
 #include <vector>
 
 #include "kernels/error.h"
+#include "runtime/arch.h"
 #include "runtime/mapped_file.h"
 
 namespace qkv {
@@ -53,19 +56,44 @@ void validate_model_config(const ModelConfig& c, const std::string& where) {
   in_range(c.n_kv_heads, c.n_heads, "n_kv_heads");
   in_range(c.vocab_size, kMaxDim, "vocab_size");
   in_range(c.context_length, kMaxDim, "context_length");
-  if (c.dim % c.n_heads != 0) fail("model '", where, "': dim ", c.dim, " is not a multiple of n_heads ", c.n_heads);
   if (c.n_heads % c.n_kv_heads != 0) {
     fail("model '", where, "': n_heads ", c.n_heads, " is not a multiple of n_kv_heads ", c.n_kv_heads);
   }
-  if (c.head_dim != c.dim / c.n_heads) {
-    fail("model '", where, "': head_dim ", c.head_dim, " is not dim / n_heads = ", c.dim / c.n_heads);
-  }
+  in_range(c.head_dim, 1 << 16, "head_dim");
+  in_range(c.q_dim(), kMaxDim, "n_heads * head_dim");
   if (c.rope_dim <= 0 || c.rope_dim > c.head_dim || c.rope_dim % 2 != 0) {
     fail("model '", where, "': rope dimension ", c.rope_dim, " must be even and in 2..head_dim (", c.head_dim, ")");
   }
   if (!(c.rope_theta > 0.0f) || !(c.norm_eps > 0.0f) || !(c.norm_eps < 1.0f)) {
     fail("model '", where, "': rope freq base ", c.rope_theta, " and norm epsilon ", c.norm_eps,
          " must be positive (epsilon below 1)");
+  }
+  auto finite_pos = [](float v) { return std::isfinite(v) && v > 0.0f; };
+  if (!finite_pos(c.rope_freq_scale) || !finite_pos(c.rope_attn_factor) || !finite_pos(c.embed_scale) ||
+      !(c.rope_theta_local >= 0.0f) || !(c.attn_scale >= 0.0f) || !std::isfinite(c.attn_scale)) {
+    fail("model '", where, "': rope scaling (", c.rope_freq_scale, "), rope attention factor (", c.rope_attn_factor,
+         "), local rope base (", c.rope_theta_local, "), embedding scale (", c.embed_scale, ") or score scale (",
+         c.attn_scale, ") is not a positive finite number");
+  }
+  if (!(c.attn_softcap >= 0.0f) || !(c.final_softcap >= 0.0f) || !std::isfinite(c.attn_softcap) ||
+      !std::isfinite(c.final_softcap)) {
+    fail("model '", where, "': soft-caps (", c.attn_softcap, ", ", c.final_softcap, ") must be >= 0 and finite");
+  }
+  if (c.sliding_window < 0 || c.swa_period < 0 || c.rope_orig_context < 0) {
+    fail("model '", where, "': sliding window ", c.sliding_window, ", its layer period ", c.swa_period,
+         " and the original context ", c.rope_orig_context, " must be >= 0");
+  }
+  for (const std::vector<float>* f : {&c.rope_factors, &c.rope_factors_short}) {
+    if (f->empty()) continue;
+    if (int64_t(f->size()) != c.rope_dim / 2) {
+      fail("model '", where, "': ", f->size(), " rope frequency factors for ", c.rope_dim / 2, " rotation pairs");
+    }
+    for (float v : *f) {
+      if (!finite_pos(v)) fail("model '", where, "': rope frequency factor ", v, " is not a positive finite number");
+    }
+  }
+  if (!c.rope_factors_short.empty() && c.rope_factors.empty()) {
+    fail("model '", where, "': short rope factors without long ones");
   }
 }
 
@@ -112,11 +140,51 @@ class GGUFModelReader {
     return static_cast<float>(v->as_double());
   }
 
+  // A count that may be 0 (e.g. attention.sliding_window); fallback when absent.
+  int64_t get_count(const std::string& key, int64_t fallback) const {
+    const GGUFValue* v = g_.find(key);
+    if (!v) return fallback;
+    if (!v->is_integer() || v->as_int() < 0 || v->as_int() > kMaxDim) {
+      fail("GGUF file '", g_.path(), "': key '", key, "' must be an integer in 0..", kMaxDim);
+    }
+    return v->as_int();
+  }
+
+  std::string get_string(const std::string& key) const {
+    const GGUFValue* v = g_.find(key);
+    if (!v) return "";
+    if (v->type != GGUFType::STRING) fail("GGUF file '", g_.path(), "': key '", key, "' must be a string");
+    return v->str;
+  }
+
+  bool has_tensor(const std::string& name) const {
+    return g_.find_tensor(name) != nullptr || g_.find_tensor(name + ".weight") != nullptr;
+  }
+
   const GGUFTensorInfo& tensor(const std::string& name) const {
     // llama.cpp names weights "<name>.weight"; accept the bare name too.
-    if (const GGUFTensorInfo* t = g_.find_tensor(name + ".weight")) return *t;
-    if (const GGUFTensorInfo* t = g_.find_tensor(name)) return *t;
-    fail("GGUF file '", g_.path(), "': required tensor '", name, ".weight' is missing");
+    const bool suffixed = name.size() > 5 && (name.compare(name.size() - 5, 5, ".bias") == 0 ||
+                                              (name.size() > 7 && name.compare(name.size() - 7, 7, ".weight") == 0));
+    const GGUFTensorInfo* t = suffixed ? nullptr : g_.find_tensor(name + ".weight");
+    if (!t) t = g_.find_tensor(name);
+    if (!t) fail("GGUF file '", g_.path(), "': required tensor '", name, suffixed ? "" : ".weight", "' is missing");
+    used_.insert(t->name);
+    return *t;
+  }
+
+  // A tensor of the file that no part of the model used, or nullptr.
+  const GGUFTensorInfo* unused_tensor() const {
+    for (const GGUFTensorInfo& t : g_.tensors()) {
+      if (!used_.count(t.name)) return &t;
+    }
+    return nullptr;
+  }
+
+  // An f32 vector of n values (rope frequency factors).
+  std::vector<float> vector(const std::string& name, int64_t n) const {
+    const Matrix m = matrix(name, 1, n, true);
+    const float* p = static_cast<const float*>(m.data);
+    return std::vector<float>(p, p + n);
   }
 
   // A [rows][cols] matrix (rows == 1 for a vector) checked against the config.
@@ -158,6 +226,7 @@ class GGUFModelReader {
  private:
   const GGUFFile& g_;
   LoadedStorage* storage_;
+  mutable std::set<std::string> used_;
 };
 
 }  // namespace
@@ -166,8 +235,11 @@ Model load_gguf_model(const GGUFFile& g) {
   const GGUFValue* arch = g.find("general.architecture");
   if (!arch) fail("GGUF file '", g.path(), "': key 'general.architecture' is missing");
   if (arch->type != GGUFType::STRING) fail("GGUF file '", g.path(), "': general.architecture is not a string");
-  if (arch->str != "llama") {
-    fail("GGUF file '", g.path(), "': architecture '", arch->str, "' is not supported (qkv runs 'llama')");
+  const ArchSpec* spec = find_arch(arch->str);
+  if (!spec) {
+    std::string known;
+    for (const std::string& n : arch_names()) known += (known.empty() ? "" : ", ") + n;
+    fail("GGUF file '", g.path(), "': architecture '", arch->str, "' is not supported (qkv runs: ", known, ")");
   }
   if (g.tensors().empty()) {
     fail("GGUF file '", g.path(), "' holds no tensors (a vocabulary-only file?); it cannot be run as a model");
@@ -175,40 +247,82 @@ Model load_gguf_model(const GGUFFile& g) {
   auto storage = std::make_shared<LoadedStorage>();
   storage->mapping = g.keep_alive();
   GGUFModelReader r(g, storage.get());
+  const std::string a = std::string(spec->name) + ".";
+  auto bad = [&](const auto&... what) { fail("GGUF file '", g.path(), "': ", what...); };
 
   Model m;
   ModelConfig& c = m.config;
-  c.architecture = "llama";
-  c.dim = r.get_int("llama.embedding_length", 0, true);
-  c.n_layers = r.get_int("llama.block_count", 0, true);
-  c.hidden_dim = r.get_int("llama.feed_forward_length", 0, true);
-  c.n_heads = r.get_int("llama.attention.head_count", 0, true);
-  c.n_kv_heads = r.get_int("llama.attention.head_count_kv", c.n_heads, false);
-  c.context_length = r.get_int("llama.context_length", 0, true);
-  c.head_dim = c.n_heads > 0 ? c.dim / c.n_heads : 0;
-  c.rope_dim = r.get_int("llama.rope.dimension_count", c.head_dim, false);
-  c.rope_theta = r.get_float("llama.rope.freq_base", 10000.0f);
-  c.norm_eps = r.get_float("llama.attention.layer_norm_rms_epsilon", 1e-5f);
-  // The vocabulary size is the embedding's row count (llama.vocab_size, when
+  c.dim = r.get_int(a + "embedding_length", 0, true);
+  apply_arch(*spec, &c);
+  c.n_layers = r.get_int(a + "block_count", 0, true);
+  c.hidden_dim = r.get_int(a + "feed_forward_length", 0, true);
+  c.n_heads = r.get_int(a + "attention.head_count", 0, true);
+  c.n_kv_heads = r.get_int(a + "attention.head_count_kv", c.n_heads, false);
+  c.context_length = r.get_int(a + "context_length", 0, true);
+  c.head_dim = r.get_int(a + "attention.key_length", c.n_heads > 0 ? c.dim / c.n_heads : 0, false);
+  const int64_t v_len = r.get_int(a + "attention.value_length", c.head_dim, false);
+  if (v_len != c.head_dim) bad(a, "attention.value_length ", v_len, " differs from key_length ", c.head_dim);
+  c.rope_dim = r.get_int(a + "rope.dimension_count", c.head_dim, false);
+  if (spec->rope_dim_is_head_dim && c.rope_dim != c.head_dim) {
+    bad(a, "rope.dimension_count ", c.rope_dim, " differs from the head dim ", c.head_dim);
+  }
+  c.rope_theta = r.get_float(a + "rope.freq_base", 10000.0f);
+  c.norm_eps = r.get_float(a + "attention.layer_norm_rms_epsilon", 1e-5f);
+  // RoPE scaling (llama.cpp: rope.scaling.factor, or the older rope.scale_linear).
+  const std::string scaling = r.get_string(a + "rope.scaling.type");
+  if (!scaling.empty() && scaling != "none" && scaling != "linear" && !(scaling == "longrope" && spec->longrope != Presence::None)) {
+    bad("rope scaling type '", scaling, "' is not supported (qkv: none, linear", spec->longrope != Presence::None ? ", longrope" : "", ")");
+  }
+  float factor = r.get_float(a + "rope.scaling.factor", 0.0f);
+  if (factor == 0.0f) factor = r.get_float(a + "rope.scale_linear", 0.0f);
+  if (factor != 0.0f) {
+    if (!(factor > 0.0f) || !std::isfinite(factor)) bad(a, "rope.scaling.factor ", factor, " must be positive");
+    c.rope_freq_scale = 1.0f / factor;
+  }
+  c.rope_attn_factor = r.get_float(a + "rope.scaling.attn_factor", 1.0f);
+  c.rope_orig_context = r.get_count(a + "rope.scaling.original_context_length", 0);
+  if (spec->default_attn_softcap > 0) {
+    c.attn_softcap = r.get_float(a + "attn_logit_softcapping", spec->default_attn_softcap);
+    c.final_softcap = r.get_float(a + "final_logit_softcapping", spec->default_final_softcap);
+  }
+  if (spec->window_key == Presence::Required && !g.find(a + "attention.sliding_window")) {
+    bad("required key '", a, "attention.sliding_window' is missing");
+  }
+  if (spec->window_key != Presence::None) c.sliding_window = r.get_count(a + "attention.sliding_window", c.sliding_window);
+
+  // The vocabulary size is the embedding's row count (<arch>.vocab_size, when
   // present, must agree).
   const GGUFTensorInfo& embd = r.tensor("token_embd");
-  if (embd.ne.size() < 2) fail("GGUF file '", g.path(), "': tensor '", embd.name, "' is not a matrix");
-  if (embd.ne[1] > uint64_t(kMaxDim)) {
-    fail("GGUF file '", g.path(), "': tensor '", embd.name, "' has ", embd.ne[1], " rows, too many for a vocabulary");
-  }
+  if (embd.ne.size() < 2) bad("tensor '", embd.name, "' is not a matrix");
+  if (embd.ne[1] > uint64_t(kMaxDim)) bad("tensor '", embd.name, "' has ", embd.ne[1], " rows, too many for a vocabulary");
   c.vocab_size = static_cast<int64_t>(embd.ne[1]);
-  if (g.find("llama.vocab_size")) {
-    const int64_t v = r.get_int("llama.vocab_size", 0, true);
-    if (v != c.vocab_size) {
-      fail("GGUF file '", g.path(), "': llama.vocab_size ", v, " disagrees with token_embd's ", c.vocab_size, " rows");
+  if (g.find(a + "vocab_size")) {
+    const int64_t v = r.get_int(a + "vocab_size", 0, true);
+    if (v != c.vocab_size) bad(a, "vocab_size ", v, " disagrees with token_embd's ", c.vocab_size, " rows");
+  }
+  // Tensors that switch parts of the family description on.
+  const int64_t pairs = c.rope_dim / 2;
+  if (spec->qkv_bias == Presence::Optional) c.qkv_bias = r.has_tensor("blk.0.attn_q.bias");
+  if (spec->rope_freqs != Presence::None && r.has_tensor("rope_freqs")) c.rope_factors = r.vector("rope_freqs", pairs);
+  if (spec->longrope != Presence::None) {
+    const bool l = r.has_tensor("rope_factors_long"), s = r.has_tensor("rope_factors_short");
+    if (l != s) bad("LongRoPE needs both rope_factors_long and rope_factors_short; the file has only one");
+    if (l) {
+      if (c.rope_orig_context <= 0) bad("LongRoPE factors without ", a, "rope.scaling.original_context_length");
+      c.rope_factors = r.vector("rope_factors_long", pairs);
+      c.rope_factors_short = r.vector("rope_factors_short", pairs);
     }
   }
   validate_model_config(c, g.path());
 
-  const int64_t dim = c.dim, kv = c.kv_dim(), hid = c.hidden_dim;
+  const int64_t dim = c.dim;
   m.token_embd = r.matrix("token_embd", c.vocab_size, dim, false);
   m.output_norm = r.matrix("output_norm", 1, dim, true);
-  const bool has_output = g.find_tensor("output.weight") || g.find_tensor("output");
+  const bool has_output = r.has_tensor("output");
+  if (has_output && spec->output == Presence::None) {
+    bad("architecture '", spec->name, "' always ties its output to token_embd, but the file has output.weight");
+  }
+  if (!has_output && spec->output == Presence::Required) bad("required tensor 'output.weight' is missing");
   m.output = has_output ? r.matrix("output", c.vocab_size, dim, false) : m.token_embd;
   if (has_output && m.output.type == m.token_embd.type &&
       std::memcmp(m.output.data, m.token_embd.data,
@@ -219,19 +333,24 @@ Model load_gguf_model(const GGUFFile& g) {
     // untied output costs next to nothing here.
     m.output = m.token_embd;
   }
+  const std::vector<LayerTensor> tensors = layer_tensors(*spec, c);
   m.layers.resize(c.n_layers);
   for (int64_t i = 0; i < c.n_layers; ++i) {
     const std::string b = "blk." + std::to_string(i) + ".";
     LayerWeights& l = m.layers[i];
-    l.attn_norm = r.matrix(b + "attn_norm", 1, dim, true);
-    l.wq = r.matrix(b + "attn_q", dim, dim, false);
-    l.wk = r.matrix(b + "attn_k", kv, dim, false);
-    l.wv = r.matrix(b + "attn_v", kv, dim, false);
-    l.wo = r.matrix(b + "attn_output", dim, dim, false);
-    l.ffn_norm = r.matrix(b + "ffn_norm", 1, dim, true);
-    l.ffn_gate = r.matrix(b + "ffn_gate", hid, dim, false);
-    l.ffn_up = r.matrix(b + "ffn_up", hid, dim, false);
-    l.ffn_down = r.matrix(b + "ffn_down", dim, hid, false);
+    for (const LayerTensor& t : tensors) {
+      const Matrix w = r.matrix(b + t.name, extent(c, t.rows), extent(c, t.cols), t.vector);
+      if (t.field) {
+        l.*t.field = w;
+      } else {
+        split_fused(t, w, c, &l);
+      }
+    }
+  }
+  // llama.cpp refuses files with tensors its architecture does not use
+  // ("wrong number of tensors"); so does qkv, naming one.
+  if (const GGUFTensorInfo* t = r.unused_tensor()) {
+    bad("tensor '", t->name, "' is not part of a '", spec->name, "' model with these settings");
   }
   m.path = g.path();
   m.storage = storage;
@@ -269,9 +388,13 @@ Model load_llama2c_model(const std::string& path) {
   c.n_kv_heads = h[4];
   c.vocab_size = h[5] < 0 ? -int64_t(h[5]) : h[5];
   c.context_length = h[6];
+  if (c.dim <= kMaxDim && c.dim % c.n_heads != 0) {
+    fail("llama2.c checkpoint '", path, "': dim ", c.dim, " is not a multiple of n_heads ", c.n_heads);
+  }
   c.head_dim = c.dim / c.n_heads;
   c.rope_dim = c.head_dim;
   validate_model_config(c, path);
+
 
   // Sizes in floats; every factor is below 2^24 and the sums stay far below 2^63.
   const uint64_t dim = c.dim, hid = c.hidden_dim, L = c.n_layers, kv = c.kv_dim(), V = c.vocab_size;

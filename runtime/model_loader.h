@@ -1,4 +1,4 @@
-// Loading a llama-architecture model from a GGUF file or a llama2.c checkpoint
+// Loading a model (any family of runtime/arch.h) from a GGUF file or a llama2.c checkpoint
 // into a qkv::Model. Weights stay in the file's memory map wherever the file's
 // layout is already the in-memory layout (zero-copy); Model::storage keeps the
 // map alive.
@@ -20,7 +20,7 @@ ModelFormat detect_model_format(const std::string& path);
 // file and the problem for anything malformed or unsupported.
 Model load_model(const std::string& path);
 
-// A GGUF with general.architecture = "llama" (already opened/validated).
+// A GGUF of one of the families in runtime/arch.h (already opened/validated).
 Model load_gguf_model(const GGUFFile& file);
 
 // llama2.c's legacy (version 0) checkpoint: 7 int32 header, then f32 weights in

@@ -7,6 +7,7 @@
 #include <sys/mman.h>
 
 #include "kernels/error.h"
+#include "runtime/arch.h"
 #include "runtime/gguf.h"
 #include "runtime/model_loader.h"
 
@@ -83,7 +84,7 @@ Model make_synthetic_model(const ModelConfig& config, DType weight_type, uint64_
   validate_model_config(config, "synthetic");
   Model m;
   m.config = config;
-  const int64_t dim = config.dim, kv = config.kv_dim(), hid = config.hidden_dim, V = config.vocab_size;
+  const int64_t dim = config.dim, V = config.vocab_size;
   auto weight = [&](int64_t rows, int64_t cols) {
     // Q8_0 needs whole blocks of 32 per row; other shapes use F16 instead.
     const DType t = dtype_row_ok(weight_type, size_t(cols)) ? weight_type : DType::F16;
@@ -95,17 +96,10 @@ Model make_synthetic_model(const ModelConfig& config, DType weight_type, uint64_
   m.output_norm = norm();
   if (!tied_output) m.output = weight(V, dim);
   m.layers.resize(config.n_layers);
-  for (LayerWeights& l : m.layers) {
-    l.attn_norm = norm();
-    l.wq = weight(dim, dim);
-    l.wk = weight(kv, dim);
-    l.wv = weight(kv, dim);
-    l.wo = weight(dim, dim);
-    l.ffn_norm = norm();
-    l.ffn_gate = weight(hid, dim);
-    l.ffn_up = weight(hid, dim);
-    l.ffn_down = weight(dim, hid);
-  }
+  const ArchSpec& spec = arch_spec(config.architecture);
+  const std::vector<LayerTensor> tensors = layer_tensors(spec, config);
+  // Fused tensors are made whole, as a file holds them, and split into views below.
+  std::vector<Matrix> fused(m.layers.size() * tensors.size());
 
   // One 64-byte-aligned allocation; each tensor starts on a 64-byte boundary.
   std::vector<Planned> plan;
@@ -117,11 +111,14 @@ Model make_synthetic_model(const ModelConfig& config, DType weight_type, uint64_
   add(&m.token_embd, false);
   add(&m.output_norm, true);
   if (!tied_output) add(&m.output, false);
-  for (LayerWeights& l : m.layers) {
-    add(&l.attn_norm, true);
-    for (Matrix* w : {&l.wq, &l.wk, &l.wv, &l.wo}) add(w, false);
-    add(&l.ffn_norm, true);
-    for (Matrix* w : {&l.ffn_gate, &l.ffn_up, &l.ffn_down}) add(w, false);
+  for (size_t li = 0; li < m.layers.size(); ++li) {
+    for (size_t ti = 0; ti < tensors.size(); ++ti) {
+      const LayerTensor& t = tensors[ti];
+      Matrix* mat = t.field ? &(m.layers[li].*t.field) : &fused[li * tensors.size() + ti];
+      const int64_t rows = extent(config, t.rows), cols = extent(config, t.cols);
+      *mat = t.vector ? Matrix{nullptr, DType::F32, 1, cols} : weight(rows, cols);
+      add(mat, t.vector);
+    }
   }
   uint8_t* base = nullptr;
   m.storage = allocate_weights(std::max<uint64_t>(total, 64), &base);
@@ -164,30 +161,108 @@ Model make_synthetic_model(const ModelConfig& config, DType weight_type, uint64_
     }
   }
   if (tied_output) m.output = m.token_embd;
+  for (size_t li = 0; li < m.layers.size(); ++li) {
+    for (size_t ti = 0; ti < tensors.size(); ++ti) {
+      if (tensors[ti].field) continue;
+      split_fused(tensors[ti], fused[li * tensors.size() + ti], config, &m.layers[li]);
+    }
+  }
+  return m;
+}
+
+ModelConfig with_arch(ModelConfig c, const std::string& arch) {
+  apply_arch(arch_spec(arch), &c);
+  // gemma3 files must state their window; 1024 is Gemma 3's (4B and up).
+  if (c.swa_period > 0 && c.sliding_window == 0) c.sliding_window = 1024;
+  if (c.rope_theta_local > 0) c.rope_theta = 1e6f;
+  return c;
+}
+
+bool arch_output_tied(const std::string& arch, bool requested) {
+  const ArchSpec& s = arch_spec(arch);
+  return s.output == Presence::None ? true : s.output == Presence::Required ? false : requested;
+}
+
+Model convert_model(const Model& src, DType type) {
+  Model m = src;
+  auto keep = std::make_shared<std::vector<std::shared_ptr<const void>>>();
+  keep->push_back(src.storage);
+  auto convert = [&](Matrix* w) {
+    if (w->data == nullptr || w->rows == 1) return;  // norms, biases stay f32
+    const DType t = dtype_row_ok(type, size_t(w->cols)) ? type : DType::F16;
+    const size_t rb = dtype_row_bytes(t, size_t(w->cols));
+    auto buf = std::shared_ptr<uint8_t>(static_cast<uint8_t*>(std::aligned_alloc(64, (w->rows * rb + 63) / 64 * 64)),
+                                        std::free);
+    if (!buf) fail("out of memory converting a ", w->rows, " x ", w->cols, " matrix");
+    std::vector<float> row(size_t(w->cols));
+    const size_t src_rb = dtype_row_bytes(w->type, size_t(w->cols));
+    for (int64_t r = 0; r < w->rows; ++r) {
+      decode_row(w->type, static_cast<const uint8_t*>(w->data) + r * src_rb, size_t(w->cols), row.data());
+      encode_row(t, row.data(), size_t(w->cols), buf.get() + r * rb);
+    }
+    *w = Matrix{buf.get(), t, w->rows, w->cols};
+    keep->push_back(buf);
+  };
+  const bool tied = src.output.data == src.token_embd.data;
+  convert(&m.token_embd);
+  if (tied) {
+    m.output = m.token_embd;
+  } else {
+    convert(&m.output);
+  }
+  for (LayerWeights& l : m.layers) {
+    for (Matrix* w : layer_matrices(l)) convert(w);
+  }
+  m.storage = keep;
   return m;
 }
 
 void write_gguf_model(const Model& model, const std::string& path, const Tokenizer* tokenizer) {
   const ModelConfig& c = model.config;
   validate_model_config(c, path);
+  const ArchSpec& spec = arch_spec(c.architecture);
+  const std::string a = std::string(spec.name) + ".";
   GGUFWriter w;
   auto u32 = [](int64_t v) { return GGUFValue::u32(static_cast<uint32_t>(v)); };
-  w.set("general.architecture", GGUFValue::string("llama"));
+  w.set("general.architecture", GGUFValue::string(spec.name));
   w.set("general.name", GGUFValue::string(model.path.empty() ? "qkv synthetic" : model.path));
   // llama.cpp's LLAMA_FTYPE: what most of the weights are (display only).
   const DType main_type = model.layers.empty() ? model.token_embd.type : model.layers[0].wq.type;
   const uint32_t ftype = main_type == DType::F32 ? 0 : main_type == DType::F16 ? 1 : main_type == DType::Q8_0 ? 7 : 32;
   w.set("general.file_type", GGUFValue::u32(ftype));
-  w.set("llama.context_length", u32(c.context_length));
-  w.set("llama.embedding_length", u32(c.dim));
-  w.set("llama.block_count", u32(c.n_layers));
-  w.set("llama.feed_forward_length", u32(c.hidden_dim));
-  w.set("llama.rope.dimension_count", u32(c.rope_dim));
-  w.set("llama.attention.head_count", u32(c.n_heads));
-  w.set("llama.attention.head_count_kv", u32(c.n_kv_heads));
-  w.set("llama.attention.layer_norm_rms_epsilon", GGUFValue::f32(c.norm_eps));
-  w.set("llama.rope.freq_base", GGUFValue::f32(c.rope_theta));
-  w.set("llama.vocab_size", u32(c.vocab_size));
+  w.set(a + "context_length", u32(c.context_length));
+  w.set(a + "embedding_length", u32(c.dim));
+  w.set(a + "block_count", u32(c.n_layers));
+  w.set(a + "feed_forward_length", u32(c.hidden_dim));
+  w.set(a + "rope.dimension_count", u32(c.rope_dim));
+  w.set(a + "attention.head_count", u32(c.n_heads));
+  w.set(a + "attention.head_count_kv", u32(c.n_kv_heads));
+  w.set(a + "attention.key_length", u32(c.head_dim));
+  w.set(a + "attention.value_length", u32(c.head_dim));
+  w.set(a + "attention.layer_norm_rms_epsilon", GGUFValue::f32(c.norm_eps));
+  w.set(a + "rope.freq_base", GGUFValue::f32(c.rope_theta));
+  w.set(a + "vocab_size", u32(c.vocab_size));
+  if (c.rope_freq_scale != 1.0f) {
+    w.set(a + "rope.scaling.type", GGUFValue::string("linear"));
+    w.set(a + "rope.scaling.factor", GGUFValue::f32(1.0f / c.rope_freq_scale));
+  }
+  if (c.rope_attn_factor != 1.0f) w.set(a + "rope.scaling.attn_factor", GGUFValue::f32(c.rope_attn_factor));
+  if (c.rope_orig_context > 0) w.set(a + "rope.scaling.original_context_length", u32(c.rope_orig_context));
+  if (spec.window_key != Presence::None) w.set(a + "attention.sliding_window", u32(c.sliding_window));
+  if (spec.default_attn_softcap > 0) {
+    w.set(a + "attn_logit_softcapping", GGUFValue::f32(c.attn_softcap));
+    w.set(a + "final_logit_softcapping", GGUFValue::f32(c.final_softcap));
+  }
+  // What the family's fixed description cannot express would not survive a reload.
+  ModelConfig fixed = c;
+  apply_arch(spec, &fixed);
+  QKV_CHECK(fixed.rope_style == c.rope_style && fixed.activation == c.activation && fixed.qk_norm == c.qk_norm &&
+                fixed.post_norms == c.post_norms && fixed.embed_scale == c.embed_scale &&
+                fixed.swa_period == c.swa_period && fixed.rope_theta_local == c.rope_theta_local &&
+                c.attn_scale == 0.0f && (c.qkv_bias == fixed.qkv_bias || spec.qkv_bias == Presence::Optional) &&
+                (c.sliding_window == 0 || spec.window_key != Presence::None) &&
+                (c.attn_softcap == 0 || spec.default_attn_softcap > 0),
+            "write_gguf_model: the model's settings are not those of a '", spec.name, "' file");
 
   Tokenizer byte_vocab;
   if (!tokenizer && c.vocab_size >= 260) {
@@ -221,32 +296,68 @@ void write_gguf_model(const Model& model, const std::string& path, const Tokeniz
     w.set("tokenizer.ggml.add_eos_token", GGUFValue::boolean(tokenizer->add_eos()));
   }
 
-  auto tensor = [&](const std::string& name, const Matrix& m, int64_t rows, int64_t cols, bool is_norm = false) {
+  auto tensor = [&](const std::string& name, const Matrix& m, int64_t rows, int64_t cols, bool is_vector = false) {
     QKV_CHECK(m.data && m.rows == rows && m.cols == cols, "write_gguf_model: tensor '", name, "' is [", m.rows,
               "][", m.cols, "], expected [", rows, "][", cols, "]");
     // GGUF shapes: ne[0] is the row length; norms are 1-D.
-    const std::vector<uint64_t> ne = is_norm ? std::vector<uint64_t>{uint64_t(cols)}
-                                             : std::vector<uint64_t>{uint64_t(cols), uint64_t(rows)};
+    const std::vector<uint64_t> ne = is_vector ? std::vector<uint64_t>{uint64_t(cols)}
+                                               : std::vector<uint64_t>{uint64_t(cols), uint64_t(rows)};
     w.add_tensor(name, ggml_of(m.type), ne, m.data, matrix_bytes(m));
   };
-  const int64_t dim = c.dim, kv = c.kv_dim(), hid = c.hidden_dim, V = c.vocab_size;
+  // Fused tensors whose parts are not adjacent in memory are joined here; the
+  // buffers live until the file is written.
+  std::vector<std::vector<uint8_t>> joined;
+  auto fused = [&](const std::string& name, const std::vector<const Matrix*>& parts, int64_t rows, int64_t cols) {
+    Matrix whole = *parts[0];
+    bool adjacent = true;
+    for (size_t i = 1; i < parts.size(); ++i) {
+      QKV_CHECK(parts[i]->type == whole.type && parts[i]->cols == cols, "write_gguf_model: the parts of '", name,
+                "' differ in type or width");
+      adjacent = adjacent && parts[i]->data == static_cast<const uint8_t*>(parts[0]->data) + matrix_bytes(whole);
+      whole.rows += parts[i]->rows;
+    }
+    if (!adjacent) {
+      joined.emplace_back();
+      for (const Matrix* p : parts) {
+        const auto* b = static_cast<const uint8_t*>(p->data);
+        joined.back().insert(joined.back().end(), b, b + matrix_bytes(*p));
+      }
+      whole.data = joined.back().data();
+    }
+    tensor(name, whole, rows, cols);
+  };
+  const int64_t dim = c.dim, V = c.vocab_size;
   QKV_CHECK(int64_t(model.layers.size()) == c.n_layers, "write_gguf_model: ", model.layers.size(),
             " layers but the config says ", c.n_layers);
+  auto f32_vector = [&](const std::string& name, const std::vector<float>& v) {
+    w.add_tensor(name, ggml_type::F32, {uint64_t(v.size())}, v.data(), v.size() * 4);
+  };
+  if (!c.rope_factors_short.empty()) {
+    f32_vector("rope_factors_long.weight", c.rope_factors);
+    f32_vector("rope_factors_short.weight", c.rope_factors_short);
+  } else if (!c.rope_factors.empty()) {
+    QKV_CHECK(spec.rope_freqs != Presence::None, "write_gguf_model: '", spec.name, "' files carry no rope_freqs");
+    f32_vector("rope_freqs.weight", c.rope_factors);
+  }
   tensor("token_embd.weight", model.token_embd, V, dim);
   tensor("output_norm.weight", model.output_norm, 1, dim, true);
-  if (model.output.data != model.token_embd.data) tensor("output.weight", model.output, V, dim);
+  const bool tied = model.output.data == model.token_embd.data;
+  QKV_CHECK(!(tied && spec.output == Presence::Required) && !(!tied && spec.output == Presence::None),
+            "write_gguf_model: a '", spec.name, "' file ", tied ? "needs a separate" : "cannot have a separate",
+            " output matrix");
+  if (!tied) tensor("output.weight", model.output, V, dim);
+  const std::vector<LayerTensor> tensors = layer_tensors(spec, c);
   for (int64_t i = 0; i < c.n_layers; ++i) {
     const std::string b = "blk." + std::to_string(i) + ".";
     const LayerWeights& l = model.layers[i];
-    tensor(b + "attn_norm.weight", l.attn_norm, 1, dim, true);
-    tensor(b + "attn_q.weight", l.wq, dim, dim);
-    tensor(b + "attn_k.weight", l.wk, kv, dim);
-    tensor(b + "attn_v.weight", l.wv, kv, dim);
-    tensor(b + "attn_output.weight", l.wo, dim, dim);
-    tensor(b + "ffn_norm.weight", l.ffn_norm, 1, dim, true);
-    tensor(b + "ffn_gate.weight", l.ffn_gate, hid, dim);
-    tensor(b + "ffn_up.weight", l.ffn_up, hid, dim);
-    tensor(b + "ffn_down.weight", l.ffn_down, dim, hid);
+    for (const LayerTensor& t : tensors) {
+      const int64_t rows = extent(c, t.rows), cols = extent(c, t.cols);
+      if (t.field) {
+        tensor(b + t.name, l.*t.field, rows, cols, t.vector);
+      } else {
+        fused(b + t.name, fused_parts(t, l), rows, cols);
+      }
+    }
   }
   w.write(path);
 }

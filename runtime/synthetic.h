@@ -30,8 +30,22 @@ std::vector<std::string> synthetic_preset_names();
 Model make_synthetic_model(const ModelConfig& config, DType weight_type, uint64_t seed = 1234,
                            bool tied_output = true);
 
-// Writes `model` as GGUF v3 (general.architecture "llama", llama.* keys,
-// llama.cpp tensor names, norms F32, a tied output omitted). With a tokenizer,
+// The configuration c as a model of family `arch` (runtime/arch.h: its rope
+// style, activation, biases, norms, soft-caps, window pattern; gemma3 gets a
+// 1024-token window and base 1e6 with 10000 on its sliding layers).
+ModelConfig with_arch(ModelConfig c, const std::string& arch);
+// Whether a synthetic model of `arch` has a tied output: the family's rule, or
+// `requested` where the family allows both.
+bool arch_output_tied(const std::string& arch, bool requested);
+
+// A copy of `model` whose projection matrices (not norms or biases) are
+// re-encoded as `type` (a matrix whose rows Q8_0 cannot hold becomes F16); it
+// keeps the source's memory alive. Fused parts become separate matrices.
+Model convert_model(const Model& model, DType type);
+
+// Writes `model` as GGUF v3 (its family's general.architecture and keys,
+// llama.cpp tensor names, fused tensors where the family fuses, norms F32, a
+// tied output omitted). With a tokenizer,
 // its vocabulary goes into tokenizer.ggml.* (its size must equal the model's);
 // without one, a byte-level vocabulary (Tokenizer::byte_level) is written when
 // the model's vocabulary has at least 260 entries, so the file is runnable.

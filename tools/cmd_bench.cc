@@ -28,6 +28,7 @@
 #include "runtime/decoder.h"
 #include "runtime/model.h"
 #include "runtime/model_loader.h"
+#include "runtime/arch.h"
 #include "runtime/synthetic.h"
 #include "runtime/tokenizer.h"
 #include "runtime/version.h"
@@ -46,6 +47,7 @@ const char* kBenchUsage =
     "  --synthetic NAME        random weights of a real shape: tiny, 143M, 1.1B (default 143M)\n"
     "  --type T                synthetic weight type: f32, f16 (default), bf16, q8_0\n"
     "  --untied                synthetic: a separate output matrix (default: tied to the embedding)\n"
+    "  --arch A                synthetic: the model family (llama (default), qwen2, qwen3, phi3, gemma, gemma2, gemma3)\n"
     "  --huge-pages            copy the weights into memory advised for transparent huge pages first\n"
     "                          (diagnostic: peak RSS then counts the weights twice)\n"
     "  --kv-type T             KV cache type: f32, f16 (default), bf16, q8_0\n"
@@ -71,6 +73,7 @@ struct BenchOptions {
   std::string model_path, tokenizer_path, synthetic = "143M", json_out;
   DType weight_type = DType::F16;
   bool type_given = false, untied = false, huge_pages = false;
+  std::string arch = "llama";
   DType kv_type = DType::F16;
   int threads = 0;
   std::vector<int64_t> prompt_lengths{128, 512, 2048};
@@ -146,10 +149,7 @@ std::vector<ProbeRegion> streamed_weights(const Model& m) {
   std::vector<ProbeRegion> r;
   const auto add = [&](const Matrix& w) { r.push_back({w.data, matrix_bytes(w)}); };
   for (const LayerWeights& l : m.layers) {
-    for (const Matrix* w : {&l.attn_norm, &l.wq, &l.wk, &l.wv, &l.wo, &l.ffn_norm, &l.ffn_gate, &l.ffn_up,
-                            &l.ffn_down}) {
-      add(*w);
-    }
+    for (const Matrix* w : layer_matrices(l)) add(*w);
   }
   add(m.output_norm);
   add(m.output);
@@ -175,9 +175,7 @@ void move_weights_to_huge_pages(Model& m) {
   const bool tied = m.output.data == m.token_embd.data;
   if (!tied) all.push_back(&m.output);
   for (LayerWeights& l : m.layers) {
-    for (Matrix* w : {&l.attn_norm, &l.wq, &l.wk, &l.wv, &l.wo, &l.ffn_norm, &l.ffn_gate, &l.ffn_up, &l.ffn_down}) {
-      all.push_back(w);
-    }
+    for (Matrix* w : layer_matrices(l)) all.push_back(w);
   }
   uint64_t total = 0;
   for (const Matrix* w : all) total += (matrix_bytes(*w) + 63) / 64 * 64;
@@ -204,7 +202,7 @@ void move_weights_to_huge_pages(Model& m) {
 // 2*head_dim FLOPs each per (query, key) pair, L(L+1)/2 causal pairs per head.
 double prefill_flops(const ModelConfig& c, int64_t L) {
   const double d = double(c.dim), kv = double(c.kv_dim()), h = double(c.hidden_dim);
-  const double layer_params = d * d * 2 + 2 * kv * d + 3 * d * h;
+  const double layer_params = double(c.q_dim()) * d * 2 + 2 * kv * d + 3 * d * h;
   const double pairs = double(L) * double(L + 1) / 2;
   return double(c.n_layers) * (2 * layer_params * double(L) + 4 * double(c.head_dim) * pairs * double(c.n_heads)) +
          2 * double(c.vocab_size) * d;
@@ -435,6 +433,10 @@ int cmd_bench(int argc, char** argv) {
       o.type_given = true;
     } else if (a == "--untied") {
       o.untied = true;
+    } else if (a == "--arch") {
+      o.arch = flag_value(argc, argv, i);
+      arch_spec(o.arch);  // an unknown family fails here, naming the known ones
+      synthetic_given = true;
     } else if (a == "--huge-pages") {
       o.huge_pages = true;
     } else if (a == "--kv-type") {
@@ -530,9 +532,10 @@ int cmd_bench(int argc, char** argv) {
     report.model.source = o.model_path;
     report.model.weight_type = dtype_name(model.layers.empty() ? model.token_embd.type : model.layers[0].wq.type);
   } else {
-    model = make_synthetic_model(synthetic_preset(o.synthetic), o.weight_type, 1234, !o.untied);
-    report.model.name = o.synthetic;
-    report.model.source = o.untied ? "synthetic, untied output" : "synthetic";
+    const bool tied = arch_output_tied(o.arch, !o.untied);
+    model = make_synthetic_model(with_arch(synthetic_preset(o.synthetic), o.arch), o.weight_type, 1234, tied);
+    report.model.name = o.arch == "llama" ? o.synthetic : o.synthetic + " " + o.arch;
+    report.model.source = std::string(tied ? "synthetic" : "synthetic, untied output") + ", " + o.arch;
     report.model.weight_type = dtype_name(o.weight_type);
   }
   if (o.huge_pages) {

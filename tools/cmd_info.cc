@@ -11,6 +11,7 @@
 #include "kernels/error.h"
 #include "kernels/linear.h"
 #include "kernels/simd_target.h"
+#include "runtime/arch.h"
 #include "runtime/gguf.h"
 #include "runtime/model_loader.h"
 #include "tools/commands.h"
@@ -103,10 +104,7 @@ int print_model(const std::string& path) {
   count(m.output_norm);
   if (!tied) count(m.output);
   for (const LayerWeights& l : m.layers) {
-    for (const Matrix* w : {&l.attn_norm, &l.wq, &l.wk, &l.wv, &l.wo, &l.ffn_norm, &l.ffn_gate, &l.ffn_up,
-                            &l.ffn_down}) {
-      count(*w);
-    }
+    for (const Matrix* w : layer_matrices(l)) count(*w);
   }
   std::string types;
   for (const auto& [t, n] : type_counts) {
@@ -128,6 +126,8 @@ int print_model(const std::string& path) {
               static_cast<long long>(c.n_kv_heads), static_cast<long long>(c.n_heads / c.n_kv_heads));
   std::printf("head dim:        %lld (rope on %lld, base %g)\n", static_cast<long long>(c.head_dim),
               static_cast<long long>(c.rope_dim), double(c.rope_theta));
+  if (c.q_dim() != c.dim) std::printf("query width:     %lld (heads x head dim)\n", static_cast<long long>(c.q_dim()));
+  for (const std::string& line : describe_arch(c)) std::printf("%s\n", line.c_str());
   std::printf("norm epsilon:    %g\n", double(c.norm_eps));
   std::printf("context length:  %lld\n", static_cast<long long>(c.context_length));
   std::printf("vocabulary:      %lld\n", static_cast<long long>(c.vocab_size));

@@ -21,6 +21,7 @@ const char* kMakeModelUsage =
     "  -o, --output    the GGUF file to write\n"
     "  --seed S        random seed (default 1234, as qkv bench uses)\n"
     "  --untied        a separate output matrix (default: tied to the embedding)\n"
+    "  --arch A        model family: llama (default), qwen2, qwen3, phi3, gemma, gemma2, gemma3\n"
     "  -q, --quiet     no summary on stderr\n";
 
 }  // namespace
@@ -30,6 +31,7 @@ int cmd_make_model(int argc, char** argv) {
   DType type = DType::F16;
   uint64_t seed = 1234;
   bool untied = false, quiet = false;
+  std::string arch = "llama";
   for (int i = 1; i < argc; ++i) {
     const char* flag = argv[i];  // kept before flag_value() advances i
     const std::string a = flag;
@@ -45,6 +47,8 @@ int cmd_make_model(int argc, char** argv) {
       seed = static_cast<uint64_t>(parse_int(flag, flag_value(argc, argv, i), 0, INT64_MAX));
     } else if (a == "--untied") {
       untied = true;
+    } else if (a == "--arch") {
+      arch = flag_value(argc, argv, i);
     } else if (a == "-q" || a == "--quiet") {
       quiet = true;
     } else if (!a.empty() && a[0] != '-' && name.empty()) {
@@ -58,11 +62,11 @@ int cmd_make_model(int argc, char** argv) {
     std::fprintf(stderr, "qkv make-model: NAME and -o FILE are required\n\n%s", kMakeModelUsage);
     return 2;
   }
-  Model model = make_synthetic_model(synthetic_preset(name), type, seed, !untied);
+  Model model = make_synthetic_model(with_arch(synthetic_preset(name), arch), type, seed, arch_output_tied(arch, !untied));
   write_gguf_model(model, output);
   if (!quiet) {
-    std::fprintf(stderr, "qkv make-model: wrote %s: synthetic %s, %s weights, %.1fM parameters, %.1f MB\n",
-                 output.c_str(), name.c_str(), dtype_name(type), static_cast<double>(model.parameter_count()) * 1e-6,
+    std::fprintf(stderr, "qkv make-model: wrote %s: synthetic %s %s, %s weights, %.1fM parameters, %.1f MB\n",
+                 output.c_str(), name.c_str(), arch.c_str(), dtype_name(type), static_cast<double>(model.parameter_count()) * 1e-6,
                  static_cast<double>(model.weight_bytes()) * 1e-6);
   }
   return 0;
