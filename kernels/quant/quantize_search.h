@@ -1,0 +1,52 @@
+// The scale searches behind ggml's reference quantizers (internal to
+// kernels/quant/quantize_*.cc). Each follows ggml's arithmetic step for step:
+// the same products and sums in the same order, float throughout, so that the
+// chosen scales and levels are bit-identical with llama-quantize's.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+
+namespace qkv::quant {
+
+// Below this a group counts as all zero (ggml's GROUP_MAX_EPS).
+constexpr float kGroupMaxEps = 1e-15f;
+
+// Round to nearest, ties to even, for |f| < 2^22: the float addition of
+// 1.5 * 2^23 puts the integer in the low mantissa bits (ggml's nearest_int).
+inline int nearest_int(float f) {
+  const float v = f + 12582912.0f;
+  int32_t i;
+  std::memcpy(&i, &v, sizeof(i));
+  return (i & 0x007fffff) - 0x00400000;
+}
+
+// C's float -> int8_t conversion as x86 performs it (truncate toward zero to
+// 32 bits, INT_MIN when out of range or NaN, then keep the low byte), without
+// the undefined behaviour of the plain cast.
+inline int8_t truncate_to_int8(float f) {
+  const int32_t i = f > -2147483648.0f && f < 2147483648.0f ? static_cast<int32_t>(f) : INT32_MIN;
+  return static_cast<int8_t>(static_cast<uint8_t>(static_cast<uint32_t>(i) & 0xffu));
+}
+
+// Symmetric levels in [-nmax, nmax) for n values: L[i] = level + nmax. Weights
+// x^2 (ggml's make_qx_quants with rmse_type 1 and no importance), 19 trial
+// scales around nmax/max|x|. Returns the scale.
+float make_qx_quants(int n, int nmax, const float* x, int8_t* L);
+
+// Q3_K's variant: symmetric levels refined one value at a time (ggml's
+// make_q3_quants with do_rmse). L[i] = level + nmax.
+float make_q3_quants(int n, int nmax, const float* x, int8_t* L);
+
+// Asymmetric levels in [0, nmax] with a min <= 0: tries nstep + 1 scales
+// (rmin + rdelta * is + nmax) / (max - min) and keeps the least weighted
+// error (absolute if use_mad, else squared). *the_min receives -min. Returns
+// the scale. Laux is scratch of n bytes (ggml's make_qkx2_quants).
+float make_qkx2_quants(int n, int nmax, const float* x, const float* weights, uint8_t* L, float* the_min,
+                       uint8_t* Laux, float rmin, float rdelta, int nstep, bool use_mad);
+
+// Index of the entry of the sorted table val[0..n) nearest to x (ties to the
+// upper one; ggml's best_index_int8).
+int best_index_int8(int n, const int8_t* val, float x);
+
+}  // namespace qkv::quant
