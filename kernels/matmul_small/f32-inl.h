@@ -373,6 +373,7 @@ void MatmulSmallRange(const Matrix& W, const float* X, const float* Xp, int64_t 
     case DType::F16: return MatmulRangeT<DType::F16>(W, X, Xp, m, Y, r0, r1);
     case DType::BF16: return MatmulRangeT<DType::BF16>(W, X, Xp, m, Y, r0, r1);
     case DType::Q8_0: return MatmulRangeT<DType::Q8_0>(W, X, Xp, m, Y, r0, r1);
+    default: break;  // the ggml block types go input by input through linear.cc's matvec
   }
 }
 
