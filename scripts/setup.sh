@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Installs the Debian 12 packages qkv builds with. Idempotent: installs only what is missing.
+# Installs the Debian 12 packages qkv builds with (with --tests, also what its tests
+# use). Idempotent: installs only what is missing.
 set -euo pipefail
 # ocl-icd-opencl-dev: Debian's oneDNN is built with an OpenCL GPU runtime, so its CMake
 # config calls find_package(OpenCL REQUIRED); libdnnl-dev only recommends the package.
@@ -11,6 +12,9 @@ packages=(cmake g++ make pkg-config libhwy-dev libdnnl-dev ocl-icd-opencl-dev do
 # Node from another source (e.g. NodeSource, which bundles npm) is used as it is.
 command -v node >/dev/null || packages+=(nodejs)
 command -v npm >/dev/null || packages+=(npm)
+# --tests: also the tools only the tests use: Python's jinja2 (the chat-template
+# oracle) and Chromium (renders the attention-map SVG headless).
+[ "${1:-}" = --tests ] && packages+=(python3-jinja2 chromium)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

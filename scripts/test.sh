@@ -9,7 +9,7 @@
 # QKV_TEST_QUICK=1 stops after the first stage.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/setup.sh
+scripts/setup.sh --tests
 jobs=$(nproc)
 
 stage() { echo; echo "=== $*"; }
