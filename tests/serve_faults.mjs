@@ -41,7 +41,8 @@ try {
     const b = bad[i % bad.length];
     const path = i % 3 === 0 ? "/v1/chat/completions" : "/v1/completions";
     const chatBody = i % 3 === 0 && b.startsWith('{"prompt"') ? b.replace('"prompt"', '"messages"') : b;
-    jobs.push(request(s.port, "POST", path, chatBody, { timeoutMs: 30000 }).then(r => {
+    // The bound is a liveness check; under AddressSanitizer 220 requests at once take tens of seconds.
+    jobs.push(request(s.port, "POST", path, chatBody, { timeoutMs: 90000 }).then(r => {
       if (r.status < 400 || r.status >= 500) return fail(`bad request ${i} (${chatBody.slice(0, 60)}): status ${r.status}`);
       const e = JSON.parse(r.body).error;
       if (typeof e.message !== "string" || !("param" in e) || !("code" in e) || !("type" in e)) fail("error object", r.body);

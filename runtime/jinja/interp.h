@@ -17,6 +17,15 @@ using Stack = std::vector<std::shared_ptr<Scope>>;
 
 struct Interp {
   Stack stack;
+  // Every scope made while rendering. A macro's closure holds the scopes it
+  // was defined in, and the macro is a value in one of them: a cycle of
+  // shared_ptrs. Template::render clears the scopes still alive at its end.
+  std::vector<std::weak_ptr<Scope>> made;
+  std::shared_ptr<Scope> new_scope() {
+    auto sc = std::make_shared<Scope>();
+    made.push_back(sc);
+    return sc;
+  }
   Limits limits;
   int call_depth = 0;
   int64_t steps = 0;

@@ -66,7 +66,7 @@ struct Renderer {
       if (++in2.call_depth > in2.limits.max_call_depth) in2.error("macro calls nested too deeply");
       Stack saved = std::move(in2.stack);
       in2.stack = closure;
-      in2.stack.push_back(std::make_shared<Scope>());
+      in2.stack.push_back(in2.new_scope());
       Scope& sc = *in2.stack.back();
       if (a.pos.size() > sp->targets.size())
         in2.error("macro '" + sp->text + "' takes " + std::to_string(sp->targets.size()) + " arguments");
@@ -144,7 +144,7 @@ struct Renderer {
 
   Flow for_loop(const Stmt& s) {
     List all = iterate(in, eval(*s.expr));
-    in.stack.push_back(std::make_shared<Scope>());
+    in.stack.push_back(in.new_scope());
     List items;
     if (s.cond) {
       for (const Value& v : all) {
@@ -486,12 +486,20 @@ Template::Template(const std::string& source) : prog_(std::make_shared<Program>(
 std::string Template::render(const Value& context, const Limits& limits) const {
   Interp in;
   in.limits = limits;
-  auto globals = std::make_shared<Scope>();
+  struct BreakCycles {  // on return and on a template error alike
+    Interp& in;
+    ~BreakCycles() {
+      in.stack.clear();
+      for (const auto& w : in.made)
+        if (auto sc = w.lock()) sc->clear();
+    }
+  } break_cycles{in};
+  auto globals = in.new_scope();
   add_globals(globals.get());
   if (context.is_dict())
     for (const auto& e : context.dict_ref().entries) (*globals)[e.first] = e.second;
   in.stack.push_back(globals);
-  in.stack.push_back(std::make_shared<Scope>());
+  in.stack.push_back(in.new_scope());
   std::string out;
   Renderer r{in, &out};
   r.body(prog_->body);
