@@ -139,6 +139,8 @@ TEST_CASE("C API: qkv_chat_render with a template given and the model's BOS/EOS"
   std::string buf(static_cast<size_t>(n) + 1, '\0');
   REQUIRE(qkv_chat_render(m, tmpl, conv, 1, buf.data(), n + 1, &n) == QKV_OK);
   CHECK(std::string(buf.c_str()) == "<s>[user] Once upon a time\n[assistant] ");
+  CHECK(qkv_has_chat_template(m) == 0);
+  CHECK(qkv_has_chat_template(nullptr) == 0);
   CHECK(qkv_chat_render(m, nullptr, conv, 1, nullptr, 0, &n) == QKV_ERR_INVALID_ARGUMENT);  // no template in the file
   CHECK(std::string(qkv_last_error()).find("no chat template") != std::string::npos);
   CHECK(qkv_chat_render(m, "{{ raise_exception('nope') }}", conv, 1, nullptr, 0, &n) == QKV_ERR_INVALID_ARGUMENT);
