@@ -111,57 +111,37 @@ void kld_encode_row(const float* logits, int64_t n_vocab, uint16_t* out) {
   for (int64_t i = 4 + n_vocab; i < nv; ++i) out[i] = 0;
 }
 
-KldBaseWriter::KldBaseWriter(const std::string& path, int64_t n_ctx, int64_t n_vocab, int64_t n_chunk,
-                             const int32_t* tokens)
-    : path_(path), tmp_(path + ".tmp"), n_vocab_(n_vocab) {
+namespace {
+void check_shape(int64_t n_ctx, int64_t n_vocab, int64_t n_chunk) {
   QKV_CHECK(n_ctx >= 4 && n_ctx <= std::numeric_limits<int32_t>::max() && n_vocab >= 1 &&
                 n_vocab <= std::numeric_limits<int32_t>::max() && n_chunk >= 1 &&
                 n_chunk <= std::numeric_limits<int32_t>::max(),
             "KL-divergence base: impossible shape (n_ctx ", n_ctx, ", n_vocab ", n_vocab, ", ", n_chunk, " chunks)");
-  f_ = std::fopen(tmp_.c_str(), "wb");
-  if (!f_) fail_as(ErrorKind::kIO, "cannot write '", tmp_, "': ", std::strerror(errno));
+}
+}  // namespace
+
+KldBaseWriter::KldBaseWriter(const std::string& path, int64_t n_ctx, int64_t n_vocab, int64_t n_chunk,
+                             const int32_t* tokens)
+    : out_((check_shape(n_ctx, n_vocab, n_chunk), path)), n_vocab_(n_vocab) {
   rows_left_ = static_cast<uint64_t>(n_chunk) * static_cast<uint64_t>(kld_scored_per_chunk(n_ctx));
   row_.resize(static_cast<size_t>(kld_row_u16(n_vocab)));
   const int32_t header[3] = {static_cast<int32_t>(n_ctx), static_cast<int32_t>(n_vocab),
                              static_cast<int32_t>(n_chunk)};
-  write(kMagic, 8);
-  write(header, sizeof header);
-  write(tokens, static_cast<size_t>(n_chunk * n_ctx) * 4);
-}
-
-KldBaseWriter::~KldBaseWriter() {
-  if (f_) {
-    std::fclose(f_);
-    ::unlink(tmp_.c_str());
-  }
-}
-
-void KldBaseWriter::write(const void* data, size_t bytes) {
-  if (std::fwrite(data, 1, bytes, f_) != bytes) {
-    fail_as(ErrorKind::kIO, "writing '", tmp_, "' failed: ", std::strerror(errno));
-  }
+  out_.write(kMagic, 8);
+  out_.write(header, sizeof header);
+  out_.write(tokens, static_cast<size_t>(n_chunk * n_ctx) * 4);
 }
 
 void KldBaseWriter::add_row(const float* logits) {
   QKV_CHECK(rows_left_ > 0, "KL-divergence base: more rows than the header states");
   kld_encode_row(logits, n_vocab_, row_.data());
-  write(row_.data(), row_.size() * 2);
+  out_.write(row_.data(), row_.size() * 2);
   --rows_left_;
 }
 
 void KldBaseWriter::finish() {
   QKV_CHECK(rows_left_ == 0, "KL-divergence base: ", rows_left_, " rows missing");
-  FILE* f = f_;
-  f_ = nullptr;
-  if (std::fclose(f) != 0) {
-    ::unlink(tmp_.c_str());
-    fail_as(ErrorKind::kIO, "writing '", tmp_, "' failed: ", std::strerror(errno));
-  }
-  if (std::rename(tmp_.c_str(), path_.c_str()) != 0) {
-    const std::string why = std::strerror(errno);
-    ::unlink(tmp_.c_str());
-    fail_as(ErrorKind::kIO, "cannot rename '", tmp_, "' to '", path_, "': ", why);
-  }
+  out_.commit();
 }
 
 }  // namespace qkv

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/atomic_file.h"
 #include "runtime/mapped_file.h"
 
 namespace qkv {
@@ -47,13 +48,12 @@ class KldBaseFile {
   uint64_t rows_offset_ = 0;
 };
 
-// Writes a base file to path + ".tmp" as the chunks are evaluated, and renames
-// it to path only when finish() is called; otherwise the partial file is removed.
+// Writes a base file to a temporary file as the chunks are evaluated, renamed
+// to path only when finish() is called; otherwise the partial file is removed.
 class KldBaseWriter {
  public:
   KldBaseWriter(const std::string& path, int64_t n_ctx, int64_t n_vocab, int64_t n_chunk,
                 const int32_t* tokens);
-  ~KldBaseWriter();
   KldBaseWriter(const KldBaseWriter&) = delete;
   KldBaseWriter& operator=(const KldBaseWriter&) = delete;
 
@@ -62,10 +62,7 @@ class KldBaseWriter {
   void finish();
 
  private:
-  void write(const void* data, size_t bytes);
-
-  std::string path_, tmp_;
-  FILE* f_ = nullptr;
+  AtomicFile out_;
   int64_t n_vocab_ = 0;
   uint64_t rows_left_ = 0;
   std::vector<uint16_t> row_;

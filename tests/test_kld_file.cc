@@ -99,7 +99,7 @@ TEST_CASE("writer and reader agree, and the writer leaves no file until finished
     w.add_row(x.data());
   }  // destroyed unfinished
   CHECK(access(path.c_str(), F_OK) != 0);
-  CHECK(access((path + ".tmp").c_str(), F_OK) != 0);
+  CHECK(access((path + ".tmp." + std::to_string(::getpid())).c_str(), F_OK) != 0);
   {
     qkv::KldBaseWriter w(path, n_ctx, n_vocab, n_chunk, tokens.data());
     for (int64_t r = 0; r < n_chunk * qkv::kld_scored_per_chunk(n_ctx); ++r) {
