@@ -114,6 +114,19 @@ bool bf16_gemm_available() {
   return ok;
 }
 
+// Whether the bf16 GEMM outruns the f32 one here. It does with AMX-BF16 tiles
+// and on AMD's AVX512_BF16 (Zen 4/5 retire vdpbf16ps at twice the f32 FMA
+// rate). Intel cores without AMX (or with AMX hidden from a VM guest) retire
+// vdpbf16ps at the f32 FMA's rate, so rounding to bf16 only costs: on such a
+// 2-core Xeon, bench_linear onednn_{f32,bf16}/f16/5632x2048/512 ran at 246
+// and 155 GFLOP/s, and qkv bench's 143M F16 prefill of 512 tokens at 707-966
+// against 576-607 tokens/s.
+bool bf16_gemm_faster() {
+  static const bool faster = bf16_gemm_available() &&
+                             (!__builtin_cpu_is("intel") || __builtin_cpu_supports("amx-bf16"));
+  return faster;
+}
+
 }  // namespace
 
 GemmPrecision default_gemm_precision(DType t) {
@@ -122,8 +135,9 @@ GemmPrecision default_gemm_precision(DType t) {
   // also go through bf16: measured (bench_linear, onednn_f32 vs onednn_bf16,
   // M = 64 and 512) about 1.8x the f32 GEMM's rate, for a relative error per
   // product below 2^-8 (activation and weight each rounded to bf16).
-  // On CPUs where oneDNN has no bf16 matmul (AVX2 machines) everything runs in f32.
-  return t == DType::F32 || !bf16_gemm_available() ? GemmPrecision::kF32 : GemmPrecision::kBF16;
+  // On CPUs where oneDNN has no bf16 matmul (AVX2 machines) everything runs in f32,
+  // and so it does where bf16 is slower (bf16_gemm_faster).
+  return t == DType::F32 || !bf16_gemm_faster() ? GemmPrecision::kF32 : GemmPrecision::kBF16;
 }
 
 void matmul_onednn(const Matrix& W, const float* X, int64_t M, float* Y) {
@@ -168,4 +182,9 @@ void matmul_onednn(const Matrix& W, const float* X, int64_t M, float* Y, GemmPre
 }
 
 }  // namespace detail
+
+const char* prefill_gemm_kernel_name(DType t) {
+  return detail::default_gemm_precision(t) == detail::GemmPrecision::kBF16 ? "oneDNN bf16" : "oneDNN f32";
+}
+
 }  // namespace qkv

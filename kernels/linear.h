@@ -41,5 +41,8 @@ void matmul_reference(const Matrix& W, const float* X, int64_t M, float* Y);
 // type t here: "AMX bf16 tiles", "AVX512_BF16 dot products" or "f32 FMA"
 // (`qkv info --cpu` prints it; the bf16 kernels round weights and inputs to bf16).
 const char* matmul_small_kernel_name(DType t);
+// The GEMM matmul() runs for more than 16 inputs (prefill) on weights of type t:
+// "oneDNN bf16" or "oneDNN f32".
+const char* prefill_gemm_kernel_name(DType t);
 
 }  // namespace qkv

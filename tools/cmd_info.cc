@@ -25,6 +25,8 @@ int print_cpu() {
               simd_compiled_targets().c_str());
   std::printf("batched-decode GEMM (2-16 sequences): F16/BF16/Q8_0 weights: %s; F32 weights: %s\n",
               matmul_small_kernel_name(DType::F16), matmul_small_kernel_name(DType::F32));
+  std::printf("prefill GEMM (over 16 tokens): F16/BF16/Q8_0 weights: %s; F32 weights: %s\n",
+              prefill_gemm_kernel_name(DType::F16), prefill_gemm_kernel_name(DType::F32));
   return 0;
 }
 
