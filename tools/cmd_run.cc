@@ -28,6 +28,7 @@ const char* kRunUsage =
     "  -r, --reverse-prompt S stop before the text S (repeatable; S is never printed)\n"
     "  --no-bos              do not prepend BOS (by default as the vocabulary's add_bos_token says)\n"
     "  --special             control tokens written in the prompt (<|im_start|>) become their ids\n"
+    "  --no-display-prompt   print only the generated text, not the prompt first\n"
     "  --chat                -p is one user turn of the chat template (the model's, or ChatML);\n"
     "                        only the reply is printed\n"
     "  --system TEXT         with --chat: a system message first\n"
@@ -48,7 +49,16 @@ int write_piece(const char* piece, size_t length, void* user) {
 
 // The bytes qkv_generate echoes of a prompt: the pieces after the first token,
 // less the lone bytes it does not show (neither printable nor white space).
-size_t echo_size(const qkv_model* model, const std::vector<int32_t>& tokens) {
+size_t echo_size(const qkv_model* model, const std::string& prompt, const qkv_generate_options& o) {
+  const int flags = (o.add_bos ? QKV_TOKENIZE_ADD_SPECIAL : 0) | (o.parse_special ? QKV_TOKENIZE_PARSE_SPECIAL : 0);
+  const auto length = static_cast<int64_t>(prompt.size());
+  int64_t n_tokens = 0;
+  qkv_status st = qkv_tokenize_text(model, prompt.data(), length, flags, nullptr, 0, &n_tokens);
+  std::vector<int32_t> tokens(static_cast<size_t>(n_tokens));
+  if (st == QKV_ERR_BUFFER_TOO_SMALL) {
+    st = qkv_tokenize_text(model, prompt.data(), length, flags, tokens.data(), n_tokens, &n_tokens);
+  }
+  check(st, "tokenizing the prompt");
   size_t bytes = 0;
   char buf[256];
   for (size_t i = 1; i < tokens.size(); ++i) {
@@ -69,7 +79,7 @@ int cmd_run(int argc, char** argv) {
   qkv_context_options_init(&copts);
   qkv_generate_options gopts;
   qkv_generate_options_init(&gopts);
-  bool seed_given = false, quiet = false, chat = false;
+  bool seed_given = false, quiet = false, chat = false, display_prompt = true;
   std::vector<std::string> stops;
 
   for (int i = 1; i < argc; ++i) {
@@ -93,6 +103,8 @@ int cmd_run(int argc, char** argv) {
       gopts.add_bos = 0;
     } else if (a == "--special") {
       gopts.parse_special = 1;
+    } else if (a == "--no-display-prompt") {
+      display_prompt = false;
     } else if (a == "--chat") {
       chat = true;
     } else if (a == "--system") {
@@ -137,14 +149,16 @@ int cmd_run(int argc, char** argv) {
 
   size_t echo_bytes = 0;
   std::vector<std::string> chat_stops;
-  if (chat) {
+  if (chat || !display_prompt) {
     try {
-      const ChatPrompt chat_prompt(model, chat_template, "run");
-      prompt = chat_prompt.render(conversation_json(system, {prompt}), true);
-      gopts.parse_special = 1;
-      if (chat_prompt.writes_bos(prompt)) gopts.add_bos = 0;
-      echo_bytes = echo_size(model, chat_prompt.tokenize(prompt));
-      chat_stops = chat_prompt.stops();
+      if (chat) {
+        const ChatPrompt chat_prompt(model, chat_template, "run");
+        prompt = chat_prompt.render(conversation_json(system, {prompt}), true);
+        gopts.parse_special = 1;
+        if (chat_prompt.writes_bos(prompt)) gopts.add_bos = 0;
+        chat_stops = chat_prompt.stops();
+      }
+      echo_bytes = echo_size(model, prompt, gopts);
     } catch (...) {
       qkv_session_free(session);
       qkv_model_free(model);
