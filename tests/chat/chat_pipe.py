@@ -128,6 +128,16 @@ def conversation(template, rewinds):
 
 
 conversation(template, rewinds=False)
+
+# qkv run --chat: one user turn through the same template, only the reply printed.
+reply, _ = run(["run", "-m", model, "--chat", "--chat-template", template, "--system", SYSTEM, "-q", "-p", USERS[0]]
+               + COMMON)
+alone = run_reply(run(["template", "-m", model, "--template", template, "--messages", "/dev/stdin"],
+                      stdin=json.dumps([{"role": "system", "content": SYSTEM},
+                                        {"role": "user", "content": USERS[0]}]).encode())[0])
+check(reply == alone + "\n", "qkv run --chat gives the reply of the rendered single turn")
+_, err = run(["run", "-m", model, "--chat", "-q", "-n", "4", "-p", "hi"])
+check("using ChatML" in err, "qkv run --chat without a template: ChatML with a warning")
 conversation(os.path.join(here, "turns_trim.jinja"), rewinds=True)
 
 # A full context: the reply stops with a message, the next turn does not fit,
