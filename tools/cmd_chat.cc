@@ -31,7 +31,8 @@ const char* kUsage =
     "  a conversation: each line read from the terminal or a pipe is a user turn; the reply\n"
     "  streams to stdout. /clear starts over, /exit or end of input quits; Ctrl-C stops a\n"
     "  reply (at the prompt it quits).\n"
-    "  -m, --model PATH      GGUF file with a vocabulary\n"
+    "  -m, --model PATH      GGUF file, or a llama2.c checkpoint with -z\n"
+    "  -z, --tokenizer PATH  llama2.c tokenizer.bin (or a GGUF vocabulary) for a llama2.c checkpoint\n"
     "  --system TEXT         a system message before the conversation\n"
     "  --chat-template FILE  a Jinja chat template instead of the model's (default: the model's;\n"
     "                        ChatML when it has none)\n"
@@ -41,6 +42,16 @@ const char* kUsage =
 volatile std::sig_atomic_t g_interrupted = 0;
 
 void on_sigint(int) { g_interrupted = 1; }
+
+// At the prompt a Ctrl-C must end the read (no SA_RESTART); during a reply it
+// only sets the flag, and interrupted writes to stdout resume (SA_RESTART).
+void install_sigint(bool restart) {
+  struct sigaction sa = {};
+  sa.sa_handler = on_sigint;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = restart ? SA_RESTART : 0;
+  sigaction(SIGINT, &sa, nullptr);
+}
 
 double ms_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
@@ -55,8 +66,7 @@ void out(const std::string& s) {
 
 enum class Input { kLine, kEnd, kInterrupted };
 
-// One line of stdin through read(2), so a Ctrl-C at the prompt interrupts it
-// (SIGINT is installed without SA_RESTART).
+// One line of stdin through read(2), so a Ctrl-C at the prompt interrupts it.
 class LineReader {
  public:
   Input next(std::string* line) {
@@ -64,6 +74,7 @@ class LineReader {
     for (;;) {
       if (pos_ == buf_.size()) {
         if (eof_) return line->empty() ? Input::kEnd : Input::kLine;
+        if (g_interrupted) return Input::kInterrupted;  // a Ctrl-C just before the read
         char chunk[4096];
         const ssize_t n = ::read(STDIN_FILENO, chunk, sizeof chunk);
         if (n < 0 && errno == EINTR) return Input::kInterrupted;
@@ -89,7 +100,7 @@ class LineReader {
 };
 
 struct Options {
-  std::string model, system, chat_template;
+  std::string model, tokenizer, system, chat_template;
   int64_t n_predict = -1;
   bool verbose = false, seed_given = false;
   qkv_context_options context;
@@ -241,6 +252,8 @@ int parse(int argc, char** argv, Options* o) {
       return 0;
     } else if (a == "-m" || a == "--model") {
       o->model = flag_value(argc, argv, i);
+    } else if (a == "-z" || a == "--tokenizer") {
+      o->tokenizer = flag_value(argc, argv, i);
     } else if (a == "--system") {
       o->system = flag_value(argc, argv, i);
     } else if (a == "--chat-template") {
@@ -272,7 +285,10 @@ int converse(Chat& chat) {
   std::string line;
   for (;;) {
     if (tty) out("> ");
+    g_interrupted = 0;
+    install_sigint(false);
     const Input got = input.next(&line);
+    install_sigint(true);
     if (got == Input::kInterrupted) {
       if (tty) out("\n");
       return 0;
@@ -298,23 +314,20 @@ int cmd_chat(int argc, char** argv) {
   Options o;
   if (const int rc = parse(argc, argv, &o); rc >= 0) return rc;
 
+  qkv_model_options mopts;
+  qkv_model_options_init(&mopts);
+  if (!o.tokenizer.empty()) mopts.tokenizer_path = o.tokenizer.c_str();
   qkv_model* model = nullptr;
-  check(qkv_model_load(o.model.c_str(), nullptr, &model), "loading the model");
+  check(qkv_model_load(o.model.c_str(), &mopts, &model), "loading the model");
   qkv_model_info info;
   qkv_session* session = nullptr;
   int rc = 1;
   try {
     check(qkv_model_get_info(model, &info), "describing the model");
-    if (!info.has_tokenizer) fail("the model '", o.model, "' has no vocabulary");
+    if (!info.has_tokenizer) fail("the model '", o.model, "' has no vocabulary (name its tokenizer with -z)");
     check(qkv_session_create(model, &o.context, &session), "creating the session");
     check(qkv_session_set_sampler(session, &o.sampler), "setting the sampler");
     Chat chat(model, session, o, o.context.context > 0 ? o.context.context : info.context_length);
-
-    struct sigaction sa = {};
-    sa.sa_handler = on_sigint;
-    sigemptyset(&sa.sa_mask);
-    sa.sa_flags = 0;  // no SA_RESTART: a Ctrl-C at the prompt ends the read
-    sigaction(SIGINT, &sa, nullptr);
     rc = converse(chat);
   } catch (...) {
     qkv_session_free(session);
