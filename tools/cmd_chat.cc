@@ -122,7 +122,6 @@ class Chat {
 
   // One user turn: renders, prefills what the cache lacks, streams the reply.
   void turn(const std::string& user) {
-    ++n_turn_;
     turns_.push_back(user);
     const std::string text = prompt_.render(conversation_json(o_.system, turns_), true);
     const std::vector<int32_t> tokens = prompt_.tokenize(text);
@@ -136,6 +135,7 @@ class Chat {
                    n + 1, n_ctx_);
       return;
     }
+    ++n_turn_;
     // The longest common prefix stays; at least one token runs, for the logits.
     size_t keep = 0;
     while (keep < cached_.size() && keep < tokens.size() && cached_[keep] == tokens[keep]) ++keep;
