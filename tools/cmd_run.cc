@@ -1,5 +1,7 @@
 // qkv run: load a model, generate from a prompt, stream the text to stdout and
 // llama.cpp-style timings to stderr. A client of the public C API only.
+#include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cinttypes>
 #include <cstdio>
@@ -9,6 +11,7 @@
 
 #include "qkv.h"
 #include "tools/args.h"
+#include "tools/cmd_chat.h"
 #include "tools/commands.h"
 
 namespace qkv::tools {
@@ -22,43 +25,67 @@ const char* kRunUsage =
     "  -p, -i, --prompt TEXT prompt (default: empty, BOS only)\n"
     "  -n, --n-predict N     new tokens to generate, like llama.cpp (default: until EOS or full context)\n"
     "  --steps N             total positions incl. BOS and prompt, like llama2.c's -n\n"
-    "  -t, --threads N       threads (default: all cores)\n"
-    "  --temp T              temperature; 0 is greedy (default 0.8)\n"
-    "  --top-k K             (default 40; 0 off)   --top-p P (default 0.95; 1 off)\n"
-    "  --min-p P             (default 0.05; 0 off) --seed S  (default: from the clock)\n"
-    "  --repeat-penalty R    divide repeated tokens' positive logits by R (default 1, off)\n"
-    "  --repeat-last-n N     tokens the penalties look back over (default 64; 0 off, -1 all)\n"
-    "  --presence-penalty P  subtract P from tokens already present (default 0)\n"
-    "  --frequency-penalty F subtract F per occurrence (default 0)\n"
     "  -r, --reverse-prompt S stop before the text S (repeatable; S is never printed)\n"
-    "  -c, --ctx-size N      context positions (default: the model's)\n"
-    "  --kv-type T           KV cache type: f32, f16 (default), bf16, q8_0\n"
-    "  -b, --batch-size N    prompt tokens per prefill batch (default 256)\n"
     "  --no-bos              do not prepend BOS (by default as the vocabulary's add_bos_token says)\n"
     "  --special             control tokens written in the prompt (<|im_start|>) become their ids\n"
+    "  --no-display-prompt   print only the generated text, not the prompt first\n"
+    "  --chat                -p is one user turn of the chat template (the model's, or ChatML);\n"
+    "                        only the reply is printed\n"
+    "  --system TEXT         with --chat: a system message first\n"
+    "  --chat-template FILE  with --chat: this Jinja template instead of the model's\n"
     "  -q, --quiet           no timings on stderr\n";
 
-int write_piece(const char* piece, size_t length, void*) {
+// Streams the text after the first `skip` bytes (the prompt's echo under --chat).
+int write_piece(const char* piece, size_t length, void* user) {
+  size_t& skip = *static_cast<size_t*>(user);
+  const size_t n = std::min(skip, length);
+  skip -= n;
+  piece += n;
+  length -= n;
   std::fwrite(piece, 1, length, stdout);
   std::fflush(stdout);
   return 0;
 }
 
+// The bytes qkv_generate echoes of a prompt: the pieces after the first token,
+// less the lone bytes it does not show (neither printable nor white space).
+size_t echo_size(const qkv_model* model, const std::string& prompt, const qkv_generate_options& o) {
+  const int flags = (o.add_bos ? QKV_TOKENIZE_ADD_SPECIAL : 0) | (o.parse_special ? QKV_TOKENIZE_PARSE_SPECIAL : 0);
+  const auto length = static_cast<int64_t>(prompt.size());
+  int64_t n_tokens = 0;
+  qkv_status st = qkv_tokenize_text(model, prompt.data(), length, flags, nullptr, 0, &n_tokens);
+  std::vector<int32_t> tokens(static_cast<size_t>(n_tokens));
+  if (st == QKV_ERR_BUFFER_TOO_SMALL) {
+    st = qkv_tokenize_text(model, prompt.data(), length, flags, tokens.data(), n_tokens, &n_tokens);
+  }
+  check(st, "tokenizing the prompt");
+  size_t bytes = 0;
+  char buf[256];
+  for (size_t i = 1; i < tokens.size(); ++i) {
+    int64_t n = 0;
+    const qkv_status st = qkv_token_piece(model, tokens[i - 1], tokens[i], 0, buf, sizeof buf, &n);
+    if (st != QKV_OK && st != QKV_ERR_BUFFER_TOO_SMALL) check(st, "decoding the prompt");
+    const auto b = static_cast<unsigned char>(buf[0]);
+    if (n > 1 || (n == 1 && st == QKV_OK && (std::isprint(b) || std::isspace(b)))) bytes += static_cast<size_t>(n);
+  }
+  return bytes;
+}
+
 }  // namespace
 
 int cmd_run(int argc, char** argv) {
-  std::string model_path, tokenizer_path, prompt;
+  std::string model_path, tokenizer_path, prompt, system, chat_template;
   qkv_context_options copts;
   qkv_context_options_init(&copts);
   qkv_generate_options gopts;
   qkv_generate_options_init(&gopts);
-  bool seed_given = false, quiet = false;
+  bool seed_given = false, quiet = false, chat = false, display_prompt = true;
   std::vector<std::string> stops;
 
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "-h" || a == "--help") {
-      std::fputs(kRunUsage, stdout);
+      std::printf("%s%s%s", kRunUsage, kSamplerFlagsUsage, kContextFlagsUsage);
       return 0;
     } else if (a == "-m" || a == "--model") {
       model_path = flag_value(argc, argv, i);
@@ -70,42 +97,24 @@ int cmd_run(int argc, char** argv) {
       gopts.n_predict = parse_int(a.c_str(), flag_value(argc, argv, i), -1, INT64_C(1) << 40);
     } else if (a == "--steps") {
       gopts.steps = parse_int(a.c_str(), flag_value(argc, argv, i), 1, INT64_C(1) << 40);
-    } else if (a == "-t" || a == "--threads") {
-      copts.threads = static_cast<int>(parse_int(a.c_str(), flag_value(argc, argv, i), 1, 1024));
-    } else if (a == "--temp") {
-      gopts.sampler.temperature = parse_float(a.c_str(), flag_value(argc, argv, i), 0.0, 1e6);
-    } else if (a == "--top-k") {
-      gopts.sampler.top_k = static_cast<int32_t>(parse_int(a.c_str(), flag_value(argc, argv, i), 0, INT32_MAX));
-    } else if (a == "--top-p") {
-      gopts.sampler.top_p = parse_float(a.c_str(), flag_value(argc, argv, i), 1e-9, 1.0);
-    } else if (a == "--min-p") {
-      gopts.sampler.min_p = parse_float(a.c_str(), flag_value(argc, argv, i), 0.0, 0.999999);
-    } else if (a == "--seed") {
-      gopts.sampler.seed = static_cast<uint64_t>(parse_int(a.c_str(), flag_value(argc, argv, i), 0, INT64_MAX));
-      seed_given = true;
-    } else if (a == "--repeat-penalty") {
-      gopts.sampler.repeat_penalty = parse_float(a.c_str(), flag_value(argc, argv, i), 0.0, 1e6);
-    } else if (a == "--repeat-last-n") {
-      gopts.sampler.repeat_last_n = parse_int(a.c_str(), flag_value(argc, argv, i), -1, INT64_C(1) << 40);
-    } else if (a == "--presence-penalty") {
-      gopts.sampler.presence_penalty = parse_float(a.c_str(), flag_value(argc, argv, i), -1e6, 1e6);
-    } else if (a == "--frequency-penalty") {
-      gopts.sampler.frequency_penalty = parse_float(a.c_str(), flag_value(argc, argv, i), -1e6, 1e6);
     } else if (a == "-r" || a == "--reverse-prompt") {
       stops.emplace_back(flag_value(argc, argv, i));
-    } else if (a == "-c" || a == "--ctx-size") {
-      copts.context = parse_int(a.c_str(), flag_value(argc, argv, i), 1, INT64_C(1) << 24);
-    } else if (a == "--kv-type") {
-      copts.kv_type = parse_kv_type(flag_value(argc, argv, i));
-    } else if (a == "-b" || a == "--batch-size") {
-      copts.prefill_batch = parse_int(a.c_str(), flag_value(argc, argv, i), 1, 1 << 16);
     } else if (a == "--no-bos") {
       gopts.add_bos = 0;
     } else if (a == "--special") {
       gopts.parse_special = 1;
+    } else if (a == "--no-display-prompt") {
+      display_prompt = false;
+    } else if (a == "--chat") {
+      chat = true;
+    } else if (a == "--system") {
+      system = flag_value(argc, argv, i);
+    } else if (a == "--chat-template") {
+      chat_template = flag_value(argc, argv, i);
     } else if (a == "-q" || a == "--quiet") {
       quiet = true;
-    } else {
+    } else if (!parse_sampler_flag(argc, argv, i, &gopts.sampler, &seed_given) &&
+               !parse_context_flag(argc, argv, i, &copts)) {
       std::fprintf(stderr, "qkv run: unknown flag '%s'\n\n%s", argv[i], kRunUsage);
       return 2;
     }
@@ -138,8 +147,30 @@ int cmd_run(int argc, char** argv) {
   }
   const double load_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 
+  size_t echo_bytes = 0;
+  std::vector<std::string> chat_stops;
+  if (chat || !display_prompt) {
+    try {
+      if (chat) {
+        const ChatPrompt chat_prompt(model, chat_template, "run");
+        prompt = chat_prompt.render(conversation_json(system, {prompt}), true);
+        gopts.parse_special = 1;
+        if (chat_prompt.writes_bos(prompt)) gopts.add_bos = 0;
+        chat_stops = chat_prompt.stops();
+      }
+      echo_bytes = echo_size(model, prompt, gopts);
+    } catch (...) {
+      qkv_session_free(session);
+      qkv_model_free(model);
+      throw;
+    }
+    for (const std::string& s : chat_stops) stop_ptrs.push_back(s.c_str());
+    gopts.stop = stop_ptrs.data();
+    gopts.n_stop = static_cast<int64_t>(stop_ptrs.size());
+  }
+
   qkv_generate_stats stats;
-  const qkv_status gen = qkv_generate(session, prompt.c_str(), &gopts, write_piece, nullptr, &stats);
+  const qkv_status gen = qkv_generate(session, prompt.c_str(), &gopts, write_piece, &echo_bytes, &stats);
   const std::string gen_error = gen == QKV_OK ? "" : qkv_last_error();
   std::printf("\n");
   std::fflush(stdout);

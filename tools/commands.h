@@ -18,5 +18,6 @@ int cmd_explain(int argc, char** argv);
 int cmd_attention(int argc, char** argv);
 int cmd_serve(int argc, char** argv);
 int cmd_template(int argc, char** argv);
+int cmd_chat(int argc, char** argv);
 
 }  // namespace qkv::tools

@@ -18,6 +18,7 @@ struct Command {
 const Command kCommands[] = {
     {"version", qkv::tools::cmd_version, "print the version and the SIMD target"},
     {"run", qkv::tools::cmd_run, "generate text from a prompt"},
+    {"chat", qkv::tools::cmd_chat, "a conversation with a model through its chat template"},
     {"info", qkv::tools::cmd_info, "describe a model file (or --cpu: this machine's SIMD targets)"},
     {"tokenize", qkv::tools::cmd_tokenize, "print the token ids of a text"},
     {"detokenize", qkv::tools::cmd_detokenize, "print the text of token ids"},
