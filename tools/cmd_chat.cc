@@ -105,6 +105,7 @@ struct Options {
   bool verbose = false, seed_given = false;
   qkv_context_options context;
   qkv_sampler_options sampler;
+  LogitBias bias;
 };
 
 // The conversation and the tokens its KV cache holds.
@@ -263,7 +264,7 @@ int parse(int argc, char** argv, Options* o) {
     } else if (a == "--verbose") {
       o->verbose = true;
     } else if (!parse_sampler_flag(argc, argv, i, &o->sampler, &o->seed_given) &&
-               !parse_context_flag(argc, argv, i, &o->context)) {
+               !parse_logit_bias_flag(argc, argv, i, &o->bias) && !parse_context_flag(argc, argv, i, &o->context)) {
       std::fprintf(stderr, "qkv chat: unknown flag '%s'\n\n%s", argv[i], kUsage);
       return 2;
     }
@@ -327,6 +328,7 @@ int cmd_chat(int argc, char** argv) {
     if (!info.has_tokenizer) fail("the model '", o.model, "' has no vocabulary (name its tokenizer with -z)");
     check(qkv_session_create(model, &o.context, &session), "creating the session");
     check(qkv_session_set_sampler(session, &o.sampler), "setting the sampler");
+    apply_logit_bias(session, o.bias);
     Chat chat(model, session, o, o.context.context > 0 ? o.context.context : info.context_length);
     rc = converse(chat);
   } catch (...) {

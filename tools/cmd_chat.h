@@ -18,6 +18,15 @@ extern const char* const kContextFlagsUsage;
 // Sampler flags (--temp, --top-k, --top-p, --min-p, --seed and the penalties):
 // when argv[i] is one, stores its value (advancing i) and returns true.
 bool parse_sampler_flag(int argc, char** argv, int& i, qkv_sampler_options* sampler, bool* seed_given);
+// -l / --logit-bias TOKEN(+|-)BIAS (as llama.cpp spells it; -inf bans the
+// token), as parse_sampler_flag; the biases collect in *biases.
+struct LogitBias {
+  std::vector<int32_t> tokens;
+  std::vector<float> biases;
+};
+bool parse_logit_bias_flag(int argc, char** argv, int& i, LogitBias* biases);
+// Sets them on the session (an unknown token is an error naming it).
+void apply_logit_bias(qkv_session* session, const LogitBias& biases);
 // Context flags (-c, --kv-type, -t, -b), as parse_sampler_flag.
 bool parse_context_flag(int argc, char** argv, int& i, qkv_context_options* context);
 

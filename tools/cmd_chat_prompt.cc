@@ -1,4 +1,5 @@
 // The chat prompt of qkv chat and qkv run --chat, and the flags both take.
+#include <cmath>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
@@ -14,7 +15,8 @@ const char* const kSamplerFlagsUsage =
     "  --repeat-penalty R    divide repeated tokens' positive logits by R (default 1, off)\n"
     "  --repeat-last-n N     tokens the penalties look back over (default 64; 0 off, -1 all)\n"
     "  --presence-penalty P  subtract P from tokens already present (default 0)\n"
-    "  --frequency-penalty F subtract F per occurrence (default 0)\n";
+    "  --frequency-penalty F subtract F per occurrence (default 0)\n"
+    "  -l, --logit-bias T+B  add B to token T's logit (T-B subtracts; T-inf bans it); repeatable\n";
 
 const char* const kContextFlagsUsage =
     "  -c, --ctx-size N      context positions (default: the model's)\n"
@@ -48,6 +50,27 @@ bool parse_sampler_flag(int argc, char** argv, int& i, qkv_sampler_options* s, b
     return false;
   }
   return true;
+}
+
+bool parse_logit_bias_flag(int argc, char** argv, int& i, LogitBias* out) {
+  const std::string a = argv[i];
+  if (a != "-l" && a != "--logit-bias") return false;
+  const std::string v = flag_value(argc, argv, i);
+  const size_t sign = v.find_first_of("+-", 1);
+  if (sign == std::string::npos || sign == 0) {
+    fail("flag ", a, " wants TOKEN+BIAS or TOKEN-BIAS (e.g. 2+5, 13-inf), not '", v, "'");
+  }
+  const std::string token = v.substr(0, sign);
+  out->tokens.push_back(static_cast<int32_t>(parse_int(a.c_str(), token.c_str(), 0, INT32_MAX)));
+  const std::string bias = v.substr(sign);
+  out->biases.push_back(bias == "-inf" ? -INFINITY : parse_float(a.c_str(), bias.c_str(), -1e6, 1e6));
+  return true;
+}
+
+void apply_logit_bias(qkv_session* session, const LogitBias& b) {
+  if (b.tokens.empty()) return;
+  check(qkv_session_set_logit_bias(session, b.tokens.data(), b.biases.data(), static_cast<int64_t>(b.tokens.size())),
+        "setting the logit biases");
 }
 
 bool parse_context_flag(int argc, char** argv, int& i, qkv_context_options* c) {

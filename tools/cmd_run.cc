@@ -81,6 +81,7 @@ int cmd_run(int argc, char** argv) {
   qkv_generate_options_init(&gopts);
   bool seed_given = false, quiet = false, chat = false, display_prompt = true;
   std::vector<std::string> stops;
+  LogitBias bias;
 
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -114,7 +115,7 @@ int cmd_run(int argc, char** argv) {
     } else if (a == "-q" || a == "--quiet") {
       quiet = true;
     } else if (!parse_sampler_flag(argc, argv, i, &gopts.sampler, &seed_given) &&
-               !parse_context_flag(argc, argv, i, &copts)) {
+               !parse_logit_bias_flag(argc, argv, i, &bias) && !parse_context_flag(argc, argv, i, &copts)) {
       std::fprintf(stderr, "qkv run: unknown flag '%s'\n\n%s", argv[i], kRunUsage);
       return 2;
     }
@@ -149,6 +150,13 @@ int cmd_run(int argc, char** argv) {
 
   size_t echo_bytes = 0;
   std::vector<std::string> chat_stops;
+  try {
+    apply_logit_bias(session, bias);
+  } catch (...) {
+    qkv_session_free(session);
+    qkv_model_free(model);
+    throw;
+  }
   if (chat || !display_prompt) {
     try {
       if (chat) {

@@ -150,6 +150,15 @@ check(re.search(r"the context is full: the conversation needs \d+ tokens and the
                 r"/clear starts over", err) is not None, "a turn that does not fit is refused with a message")
 check(len(TURN.findall(err)) == 2, "the refused turn runs nothing; the turn after /clear runs")
 
+# An end-of-generation token ends the reply (the EOS id from the vocabulary,
+# pushed up by a logit bias): the turn stops there, and the next turn runs.
+eos = int(run(["tokenize", "-m", model, "--special", "--no-bos", "--", "</s>"])[0].split()[-1])
+out, err = run(["chat", "-m", model, "--chat-template", template, "--temp", "0", "-n", "20", "--verbose",
+                "-l", f"{eos}+100"], stdin=(USERS[0] + "\n" + USERS[1] + "\n").encode())
+stops = [m[4] for m in TURN.findall(err)]
+check(stops == ["eos", "eos"] and out == "\n\n",
+      f"a reply ends at the end-of-generation token (stopped by {stops}, replies {out!r})")
+
 # Bad input is a clear error.
 p = subprocess.run([qkv, "chat", "-m", model, "--chat-template", "/nonexistent.jinja"], input=b"hi\n",
                    capture_output=True, timeout=60)
