@@ -36,9 +36,11 @@ const extra = argv.includes("--prefill-chunk") ? ["--prefill-chunk", opt("--pref
 const llamaServer = { 1: [40, 51], 4: [124, 124], 16: [134, 148] };
 
 // One streaming client: the arrival time of every chunk with text, and the usage's token count.
-function stream(host, port, i) {
+// Prompts differ from their first characters on, across clients and rounds, so
+// no slot's cached tokens from an earlier request shorten a prefill.
+function stream(host, port, c, i) {
   return new Promise((resolve, reject) => {
-    const body = JSON.stringify({ prompt: `Once upon a time, in a land ${i}`, max_tokens: tokens, temperature: 0,
+    const body = JSON.stringify({ prompt: `${c}.${i}: Once upon a time, in a land`, max_tokens: tokens, temperature: 0,
       stream: true, stream_options: { include_usage: true }, logit_bias: { "1": -100, "2": -100 } });
     const t0 = performance.now();
     const times = [];
@@ -61,7 +63,8 @@ function stream(host, port, i) {
           if (j.choices?.[0]?.text) times.push(performance.now());
         }
       });
-      res.on("end", () => resolve({ t0, times, completion: usage ? usage.completion_tokens : times.length }));
+      res.on("end", () => resolve({ t0, times, completion: usage ? usage.completion_tokens : times.length,
+        prompt: usage ? usage.prompt_tokens : NaN, cached: usage?.prompt_tokens_details?.cached_tokens ?? 0 }));
     });
     req.setTimeout(600000, () => req.destroy(new Error("timeout")));
     req.on("error", reject);
@@ -73,7 +76,7 @@ const pct = (xs, p) => { const s = [...xs].sort((a, b) => a - b); return s.lengt
 
 async function round(host, port, c) {
   const t0 = performance.now();
-  const rs = await Promise.all(Array.from({ length: c }, (_, i) => stream(host, port, i)));
+  const rs = await Promise.all(Array.from({ length: c }, (_, i) => stream(host, port, c, i)));
   const wall = (performance.now() - t0) / 1000;
   for (const r of rs) {
     if (r.completion !== tokens) throw new Error(`a client got ${r.completion} tokens, not ${tokens}`);
@@ -81,7 +84,8 @@ async function round(host, port, c) {
   const ttft = rs.map(r => (r.times[0] - r.t0) / 1000);
   const itl = rs.flatMap(r => r.times.slice(1).map((t, k) => (t - r.times[k]) / 1000));
   const n = rs.reduce((a, r) => a + r.completion, 0);
-  return { clients: c, tokens: n, wall_s: wall, tokens_per_s: n / wall, ttft_p50_s: pct(ttft, 0.5),
+  return { clients: c, tokens: n, prompt_tokens: pct(rs.map(r => r.prompt), 0.5),
+    cached_tokens: rs.reduce((a, r) => a + r.cached, 0), wall_s: wall, tokens_per_s: n / wall, ttft_p50_s: pct(ttft, 0.5),
     ttft_p99_s: pct(ttft, 0.99), itl_p50_s: pct(itl, 0.5), itl_p99_s: pct(itl, 0.99) };
 }
 
@@ -143,6 +147,7 @@ if (asJson) {
     console.log(`qkv bench: decode ${bench.decode_tokens_per_s.toFixed(1)} tok/s (one sequence), ` +
       `batch 16 ${bench.batch16_tokens_per_s.toFixed(1)} tok/s`);
   }
+  if (rows.length) console.log(`prompts: ${rows[0].prompt_tokens} tokens (median), cached tokens per round: ${rows.map(r => r.cached_tokens).join(", ")}`);
   console.log("clients  tokens  tokens/s  TTFT p50  TTFT p99  ITL p50  ITL p99  llama-server");
   for (const r of rows) {
     const ls = llamaServer[r.clients];
