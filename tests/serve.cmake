@@ -14,3 +14,12 @@ endforeach()
 add_test(NAME serve_nginx
          COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/serve_nginx.sh $<TARGET_FILE:qkv> ${QKV_SHARED_DIR})
 set_tests_properties(serve_nginx PROPERTIES TIMEOUT 180 LABELS "serve")
+add_test(NAME serve_web
+         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/serve_web.sh $<TARGET_FILE:qkv> ${QKV_SHARED_DIR}
+                 ${PROJECT_BINARY_DIR}/serve_web_npm ${PROJECT_BINARY_DIR}/test_output)
+set_tests_properties(serve_web PROPERTIES TIMEOUT 300 LABELS "serve" SKIP_RETURN_CODE 77)
+# The serving benchmark's machinery on the small model (its figures not checked).
+add_test(NAME serve_bench_smoke
+         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/serve_bench_smoke.sh $<TARGET_FILE:qkv> ${QKV_SHARED_DIR}
+                 ${PROJECT_SOURCE_DIR}/bench/serve_bench.mjs)
+set_tests_properties(serve_bench_smoke PROPERTIES TIMEOUT 240 LABELS "serve" SKIP_RETURN_CODE 77)

@@ -262,15 +262,16 @@ bool Scheduler::joins_batch(const Slot& s) const {
   return options_.prefill_chunk <= 1 || left <= kJoinBatchTokens;
 }
 
+// Steps every slot holding a sampled token, and prompts near their end, in one
+// batched pass; each then samples its next token at once, so its text goes out
+// before any prefill the loop does next.
 void Scheduler::step_generating() {
   std::vector<Slot*> batch;
   std::vector<int32_t> tokens;
-  int64_t generating = 0;
   for (Slot& s : slots_) {
-    if (s.phase == Phase::kGenerate && sample(s)) {
+    if (s.phase == Phase::kGenerate && s.pending >= 0) {
       batch.push_back(&s);
       tokens.push_back(s.pending);
-      ++generating;
     } else if (joins_batch(s)) {
       batch.push_back(&s);
       tokens.push_back(s.job->prompt[s.prefill_at]);
@@ -284,10 +285,17 @@ void Scheduler::step_generating() {
     for (Slot* s : batch) finish(*s, "error", msg);
     return;
   }
+  int64_t generating = 0;
   for (size_t i = 0; i < batch.size(); ++i) {
     Slot& s = *batch[i];
     s.tokens.push_back(tokens[i]);
-    if (s.phase == Phase::kPrefill && ++s.prefill_at == s.job->prompt.size()) s.phase = Phase::kGenerate;
+    s.pending = -1;
+    if (s.phase == Phase::kGenerate) {
+      ++generating;
+    } else if (++s.prefill_at == s.job->prompt.size()) {
+      s.phase = Phase::kGenerate;
+    }
+    if (s.phase == Phase::kGenerate) sample(s);
   }
   if (generating > 0) metrics_.step_tokens(generating);
 }
@@ -312,7 +320,10 @@ void Scheduler::prefill_some() {
                     p.begin() + static_cast<int64_t>(s.prefill_at) + n);
     s.prefill_at += static_cast<size_t>(n);
     budget -= n;
-    if (s.prefill_at == p.size()) s.phase = Phase::kGenerate;
+    if (s.prefill_at == p.size()) {
+      s.phase = Phase::kGenerate;
+      sample(s);  // the first token goes out now, not after the next step
+    }
   }
 }
 

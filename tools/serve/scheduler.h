@@ -2,13 +2,14 @@
 //
 // One thread owns the context. Each step it admits queued jobs into free
 // slots (the slot whose cached tokens share the longest prefix with the
-// prompt, so only the rest is prefilled), samples one token for every
-// generating slot, advances all of them with one qkv_step_batch (each weight
-// read once for all), then prefills at most one chunk of waiting prompts, so
-// running streams keep flowing while a new prompt is read. The last few tokens
-// of a prompt (all of them when chunks are one token) ride in the batched step. Jobs beyond the
-// slots wait in a bounded queue. Cancelled (client gone) and timed-out jobs
-// free their slot at the next step.
+// prompt, so only the rest is prefilled), advances every generating slot by
+// its sampled token with one qkv_step_batch (each weight read once for all)
+// and samples their next tokens at once, then prefills at most one chunk of
+// waiting prompts, so running streams keep flowing while a new prompt is read.
+// A prompt samples its first token as soon as its last chunk is in. The last
+// few tokens of a prompt (all of them when chunks are one token) ride in the
+// batched step. Jobs beyond the slots wait in a bounded queue. Cancelled
+// (client gone) and timed-out jobs free their slot at the next step.
 #pragma once
 
 #include <atomic>
