@@ -1,0 +1,210 @@
+// AVX-512 VNNI matvec of the ggml block types: one kernel per block size
+// (32-value blocks against Q8_0/Q8_1, 256-value super-blocks against Q8_K),
+// each templated over a small decoder (kernels/quant/vec_dot_vnni_blocks-inl.h)
+// that unpacks one block into unsigned bytes u = q + offset, 64 values per
+// register, plus its sub-block scales and min terms.
+//
+// vpdpbusd sums 4 products of unsigned weight bytes and signed activation
+// bytes into each int32 lane: lane l of a 64-byte chunk holds values
+// 4l .. 4l + 3, so lanes l and l + 8 together are lane l of ggml's 8-lane AVX2
+// layout (kernels/quant/vec_dot.h). The offset is removed exactly by starting
+// each sum at -offset * (sum of the 4 activation bytes), computed once per
+// activation block for all rows of a pass. Integer block sums are exact, and
+// the f32 steps (one fused multiply-add per block and lane, the min terms, the
+// final pairwise sum) are the scalar kernel's, in its order: the results equal
+// the scalar path bit for bit.
+//
+// Rows go 4 per pass, in 4 long streams (each a quarter of the caller's rows),
+// each prefetching kPrefetchBytes ahead.
+//
+// Included by kernels/quant/vec_dot.cc inside its per-target namespace when
+// HWY_TARGET == HWY_AVX3_DL; Highway 1.0.3's AVX3_DL does not enable
+// avx512vnni (kernels/linear.cc has the same note), hence the attributes.
+
+#define QKV_VNNI_TARGET __attribute__((target("avx512vnni,bmi2")))
+#define QKV_VNNI_INLINE QKV_VNNI_TARGET HWY_INLINE
+
+constexpr size_t kPrefetchBytes = 1024;
+
+// Per-row accumulators: 8 f32 lanes as ggml's AVX2 kernels, plus the min
+// terms of Q4_K (4 lanes) and Q4_1/Q5_1/Q5_K (one f32).
+struct VnniRow {
+  __m256 acc;
+  __m128 accm;
+  float summs;
+};
+
+QKV_VNNI_INLINE float Sum8(__m256 v) {
+  HWY_ALIGN float a[8];
+  _mm256_store_ps(a, v);
+  float h[4];
+  for (int i = 0; i < 4; ++i) h[i] = a[i + 4] + a[i];
+  return (h[0] + h[2]) + (h[1] + h[3]);
+}
+
+QKV_VNNI_INLINE float Sum4(__m128 v) {
+  HWY_ALIGN float a[4];
+  _mm_store_ps(a, v);
+  return (a[0] + a[2]) + (a[1] + a[3]);
+}
+
+QKV_VNNI_INLINE float HalfAt(const uint8_t* p) {
+  uint16_t h;
+  std::memcpy(&h, p, 2);
+  return _cvtsh_ss(h);
+}
+
+// Prefetches the cache lines of [p, p + n) (n <= 256).
+QKV_VNNI_INLINE void PrefetchBlock(const uint8_t* p, size_t n) {
+  const uintptr_t end = reinterpret_cast<uintptr_t>(p) + n;
+  for (uintptr_t a = reinterpret_cast<uintptr_t>(p) & ~uintptr_t{63}; a < end; a += 64) {
+    _mm_prefetch(reinterpret_cast<const char*>(a), _MM_HINT_T0);
+  }
+}
+
+// -off * (sum of each 4 activation bytes), the start of each vpdpbusd sum.
+template <int kOffset>
+QKV_VNNI_INLINE __m512i OffsetCorrection(__m512i a) {
+  if (kOffset == 0) return _mm512_setzero_si512();
+  const __m512i s = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_set1_epi8(kOffset), a);
+  return _mm512_sub_epi32(_mm512_setzero_si512(), s);
+}
+
+// One Q8_K block as every row of a pass uses it.
+struct VnniActK {
+  __m512i q[4];     // 256 int8 values
+  __m512i corr[4];  // OffsetCorrection of each chunk
+  __m256i bsums;    // 16 int16 sums of 16 values
+  __m128i pairs;    // 8 int16: bsums[2j] + bsums[2j + 1]
+  float d;
+};
+
+template <int kOffset>
+QKV_VNNI_INLINE void LoadActK(const BlockQ8_K& a, VnniActK* out) {
+  for (int c = 0; c < 4; ++c) {
+    out->q[c] = _mm512_loadu_si512(a.qs + 64 * c);
+    out->corr[c] = OffsetCorrection<kOffset>(out->q[c]);
+  }
+  out->bsums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.bsums));
+  out->pairs = _mm256_cvtepi32_epi16(_mm256_madd_epi16(out->bsums, _mm256_set1_epi16(1)));
+  out->d = a.d;
+}
+
+// Rows of 256-value super-blocks. Dec::Decode(block, act, row, u) writes the
+// 256 unsigned values into u[0..3], adds the block's min term to row, and
+// returns the sub-block scales as int32 lanes (lane j = sub-block j of
+// Dec::kSub values); Dec::D(block) is the block's f32 scale d.
+template <class Dec, size_t R>
+QKV_VNNI_TARGET void KRowsVnni(const uint8_t* HWY_RESTRICT w, size_t stride, size_t nb,
+                               const BlockQ8_K* HWY_RESTRICT a, float* HWY_RESTRICT y, size_t ys) {
+  using B = typename Dec::Block;
+  static_assert(Dec::kSub == 16 || Dec::kSub == 32, "sub-blocks of 16 or 32 values");
+  // Chunk c's lanes hold values 64c + 4l ..: lane l belongs to sub-block
+  // (64c + 4l) / kSub.
+  __m512i idx[4];
+  for (int c = 0; c < 4; ++c) {
+    idx[c] = Dec::kSub == 32 ? _mm512_set_epi32(2 * c + 1, 2 * c + 1, 2 * c + 1, 2 * c + 1, 2 * c + 1, 2 * c + 1,
+                                                 2 * c + 1, 2 * c + 1, 2 * c, 2 * c, 2 * c, 2 * c, 2 * c, 2 * c,
+                                                 2 * c, 2 * c)
+                             : _mm512_set_epi32(4 * c + 3, 4 * c + 3, 4 * c + 3, 4 * c + 3, 4 * c + 2, 4 * c + 2,
+                                                 4 * c + 2, 4 * c + 2, 4 * c + 1, 4 * c + 1, 4 * c + 1, 4 * c + 1,
+                                                 4 * c, 4 * c, 4 * c, 4 * c);
+  }
+  VnniRow row[R];
+  for (size_t r = 0; r < R; ++r) row[r] = VnniRow{_mm256_setzero_ps(), _mm_setzero_ps(), 0.0f};
+  for (size_t i = 0; i < nb; ++i) {
+    VnniActK act;
+    LoadActK<Dec::kOffset>(a[i], &act);
+    for (size_t r = 0; r < R; ++r) {
+      const uint8_t* b = w + r * stride + i * sizeof(B);
+      PrefetchBlock(b + kPrefetchBytes, sizeof(B));
+      __m512i u[4];
+      const __m512i sc = Dec::Decode(b, act, &row[r], u);
+      __m512i s = _mm512_setzero_si512();
+      for (int c = 0; c < 4; ++c) {
+        const __m512i p = _mm512_dpbusd_epi32(act.corr[c], u[c], act.q[c]);
+        s = _mm512_add_epi32(s, _mm512_mullo_epi32(p, _mm512_permutexvar_epi32(idx[c], sc)));
+      }
+      const __m256i lanes = _mm256_add_epi32(_mm512_castsi512_si256(s), _mm512_extracti64x4_epi64(s, 1));
+      row[r].acc = _mm256_fmadd_ps(_mm256_set1_ps(act.d * Dec::D(b)), _mm256_cvtepi32_ps(lanes), row[r].acc);
+    }
+  }
+  for (size_t r = 0; r < R; ++r) y[r * ys] = Dec::Finish(row[r]);
+}
+
+// Rows of 32-value blocks against Q8_0 or Q8_1 (Dec::Act), two blocks per
+// register (lanes 0-7 block i, 8-15 block i + 1). Dec::Unpack2(b0, b1) gives
+// both blocks' unsigned values; Dec::Min(block, act, row) adds a block's min term.
+template <class Dec, size_t R>
+QKV_VNNI_TARGET void Rows32Vnni(const uint8_t* HWY_RESTRICT w, size_t stride, size_t nb,
+                                const typename Dec::Act* HWY_RESTRICT a, float* HWY_RESTRICT y, size_t ys) {
+  using B = typename Dec::Block;
+  VnniRow row[R];
+  for (size_t r = 0; r < R; ++r) row[r] = VnniRow{_mm256_setzero_ps(), _mm_setzero_ps(), 0.0f};
+  for (size_t i = 0; i < nb; i += 2) {
+    const bool pair = i + 1 < nb;
+    const size_t i1 = pair ? i + 1 : i;
+    const __m256i a0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[i].qs));
+    const __m256i a1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[i1].qs));
+    const __m512i aq = _mm512_inserti64x4(_mm512_castsi256_si512(a0), a1, 1);
+    const __m512i corr = OffsetCorrection<Dec::kOffset>(aq);
+    const float ad0 = _cvtsh_ss(a[i].d), ad1 = _cvtsh_ss(a[i1].d);
+    for (size_t r = 0; r < R; ++r) {
+      const uint8_t* b0 = w + r * stride + i * sizeof(B);
+      const uint8_t* b1 = w + r * stride + i1 * sizeof(B);
+      PrefetchBlock(b0 + kPrefetchBytes, 2 * sizeof(B));
+      const __m512 f = _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(corr, Dec::Unpack2(b0, b1), aq));
+      Dec::Min(b0, a[i], &row[r]);
+      row[r].acc = _mm256_fmadd_ps(_mm256_set1_ps(HalfAt(b0) * ad0), _mm512_castps512_ps256(f), row[r].acc);
+      if (pair) {
+        Dec::Min(b1, a[i1], &row[r]);
+        row[r].acc = _mm256_fmadd_ps(_mm256_set1_ps(HalfAt(b1) * ad1), _mm512_extractf32x8_ps(f, 1), row[r].acc);
+      }
+    }
+  }
+  for (size_t r = 0; r < R; ++r) y[r * ys] = Sum8(row[r].acc) + row[r].summs;
+}
+
+#include "kernels/quant/vec_dot_vnni_blocks-inl.h"
+
+// n_rows rows in 4 streams of L = n_rows / 4 rows (pass k: rows k, k + L,
+// k + 2L, k + 3L), the rest one at a time; the same arithmetic for every row.
+template <class Dec, class A, void (*Rows4)(const uint8_t*, size_t, size_t, const A*, float*, size_t),
+          void (*Rows1)(const uint8_t*, size_t, size_t, const A*, float*, size_t)>
+QKV_VNNI_INLINE void VnniStreams(const uint8_t* base, size_t nb, const void* xa, float* y, size_t n_rows) {
+  const size_t rb = nb * sizeof(typename Dec::Block);
+  const auto* a = static_cast<const A*>(xa);
+  const size_t L = n_rows / 4;
+  for (size_t k = 0; k < L; ++k) Rows4(base + k * rb, L * rb, nb, a, y + k, L);
+  for (size_t r = 4 * L; r < n_rows; ++r) Rows1(base + r * rb, rb, nb, a, y + r, 1);
+}
+
+template <class Dec>
+QKV_VNNI_TARGET void KVnni(const uint8_t* base, size_t cols, const void* xa, float* y, size_t n_rows) {
+  VnniStreams<Dec, BlockQ8_K, KRowsVnni<Dec, 4>, KRowsVnni<Dec, 1>>(base, cols / kQK, xa, y, n_rows);
+}
+
+template <class Dec>
+QKV_VNNI_TARGET void Vnni32(const uint8_t* base, size_t cols, const void* xa, float* y, size_t n_rows) {
+  using A = typename Dec::Act;
+  VnniStreams<Dec, A, Rows32Vnni<Dec, 4>, Rows32Vnni<Dec, 1>>(base, cols / 32, xa, y, n_rows);
+}
+
+// Returns false for the types without a VNNI kernel.
+HWY_INLINE bool DotRowsVnni(DType t, const void* rows, size_t cols, const void* xa, float* y, size_t n_rows) {
+  const auto* base = static_cast<const uint8_t*>(rows);
+  switch (t) {
+    case DType::Q4_0: Vnni32<DecQ4_0>(base, cols, xa, y, n_rows); return true;
+    case DType::Q4_1: Vnni32<DecQ4_1>(base, cols, xa, y, n_rows); return true;
+    case DType::Q5_0: Vnni32<DecQ5_0>(base, cols, xa, y, n_rows); return true;
+    case DType::Q5_1: Vnni32<DecQ5_1>(base, cols, xa, y, n_rows); return true;
+    case DType::IQ4_NL: Vnni32<DecIQ4_NL>(base, cols, xa, y, n_rows); return true;
+    case DType::Q2_K: KVnni<DecQ2_K>(base, cols, xa, y, n_rows); return true;
+    case DType::Q3_K: KVnni<DecQ3_K>(base, cols, xa, y, n_rows); return true;
+    case DType::Q4_K: KVnni<DecQ4_K>(base, cols, xa, y, n_rows); return true;
+    case DType::Q5_K: KVnni<DecQ5_K>(base, cols, xa, y, n_rows); return true;
+    case DType::Q6_K: KVnni<DecQ6_K>(base, cols, xa, y, n_rows); return true;
+    case DType::IQ4_XS: KVnni<DecIQ4_XS>(base, cols, xa, y, n_rows); return true;
+    default: return false;
+  }
+}
