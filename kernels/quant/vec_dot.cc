@@ -1,8 +1,10 @@
 #include "kernels/quant/vec_dot.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstring>
+#include <vector>
 
 #include "kernels/error.h"
 #include "kernels/quant/activation.h"

@@ -26,6 +26,11 @@
 
 constexpr size_t kPrefetchBytes = 1024;
 
+// The loops over a pass's rows are unrolled so that each row's accumulators
+// stay in registers (a loop over them kept them in memory, putting a store and
+// a reload into every block's chain of fused multiply-adds: 2x slower).
+#define QKV_UNROLL _Pragma("GCC unroll 4")
+
 // Per-row accumulators: 8 f32 lanes as ggml's AVX2 kernels, plus the min
 // terms of Q4_K (4 lanes) and Q4_1/Q5_1/Q5_K (one f32).
 struct VnniRow {
@@ -54,12 +59,13 @@ QKV_VNNI_INLINE float HalfAt(const uint8_t* p) {
   return _cvtsh_ss(h);
 }
 
-// Prefetches the cache lines of [p, p + n) (n <= 256).
-QKV_VNNI_INLINE void PrefetchBlock(const uint8_t* p, size_t n) {
-  const uintptr_t end = reinterpret_cast<uintptr_t>(p) + n;
-  for (uintptr_t a = reinterpret_cast<uintptr_t>(p) & ~uintptr_t{63}; a < end; a += 64) {
-    _mm_prefetch(reinterpret_cast<const char*>(a), _MM_HINT_T0);
-  }
+// Prefetches every cache line of [p, p + n): lines are 64 bytes, so the
+// addresses p, p + 64, ... and p + n - 1 hit each line at least once. n is a
+// constant: the prefetches unroll, no loop in the kernels' inner loops.
+template <size_t n>
+QKV_VNNI_INLINE void PrefetchSpan(const uint8_t* p) {
+  for (size_t o = 0; o < n; o += 64) _mm_prefetch(reinterpret_cast<const char*>(p + o), _MM_HINT_T0);
+  if (n % 64 != 1) _mm_prefetch(reinterpret_cast<const char*>(p + n - 1), _MM_HINT_T0);
 }
 
 // -off * (sum of each 4 activation bytes), the start of each vpdpbusd sum.
@@ -73,17 +79,18 @@ QKV_VNNI_INLINE __m512i OffsetCorrection(__m512i a) {
 // One Q8_K block as every row of a pass uses it.
 struct VnniActK {
   __m512i q[4];     // 256 int8 values
-  __m512i corr[4];  // OffsetCorrection of each chunk
+  __m512i corr[4];  // OffsetCorrection of each chunk (kMadd16: off * pair sums as int16)
   __m256i bsums;    // 16 int16 sums of 16 values
   __m128i pairs;    // 8 int16: bsums[2j] + bsums[2j + 1]
   float d;
 };
 
-template <int kOffset>
+template <int kOffset, bool kMadd16>
 QKV_VNNI_INLINE void LoadActK(const BlockQ8_K& a, VnniActK* out) {
   for (int c = 0; c < 4; ++c) {
     out->q[c] = _mm512_loadu_si512(a.qs + 64 * c);
-    out->corr[c] = OffsetCorrection<kOffset>(out->q[c]);
+    out->corr[c] = kMadd16 ? _mm512_maddubs_epi16(_mm512_set1_epi8(kOffset), out->q[c])
+                           : OffsetCorrection<kOffset>(out->q[c]);
   }
   out->bsums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.bsums));
   out->pairs = _mm256_cvtepi32_epi16(_mm256_madd_epi16(out->bsums, _mm256_set1_epi16(1)));
@@ -94,6 +101,10 @@ QKV_VNNI_INLINE void LoadActK(const BlockQ8_K& a, VnniActK* out) {
 // 256 unsigned values into u[0..3], adds the block's min term to row, and
 // returns the sub-block scales as int32 lanes (lane j = sub-block j of
 // Dec::kSub values); Dec::D(block) is the block's f32 scale d.
+// Dec::kMadd16: every sum of 2 products u * a fits int16 (u < 128), so each
+// chunk takes vpmaddubsw (pairs), the offset's pair sums subtracted as int16,
+// and one vpdpwssd with the scales (both 16-bit halves of a lane) instead of
+// vpdpbusd and a 32-bit multiply by the scales.
 template <class Dec, size_t R>
 QKV_VNNI_TARGET void KRowsVnni(const uint8_t* HWY_RESTRICT w, size_t stride, size_t nb,
                                const BlockQ8_K* HWY_RESTRICT a, float* HWY_RESTRICT y, size_t ys) {
@@ -114,16 +125,25 @@ QKV_VNNI_TARGET void KRowsVnni(const uint8_t* HWY_RESTRICT w, size_t stride, siz
   for (size_t r = 0; r < R; ++r) row[r] = VnniRow{_mm256_setzero_ps(), _mm_setzero_ps(), 0.0f};
   for (size_t i = 0; i < nb; ++i) {
     VnniActK act;
-    LoadActK<Dec::kOffset>(a[i], &act);
-    for (size_t r = 0; r < R; ++r) {
+    LoadActK<Dec::kOffset, Dec::kMadd16>(a[i], &act);
+    QKV_UNROLL for (size_t r = 0; r < R; ++r) {
       const uint8_t* b = w + r * stride + i * sizeof(B);
-      PrefetchBlock(b + kPrefetchBytes, sizeof(B));
+      PrefetchSpan<sizeof(B)>(b + kPrefetchBytes);
       __m512i u[4];
       const __m512i sc = Dec::Decode(b, act, &row[r], u);
       __m512i s = _mm512_setzero_si512();
-      for (int c = 0; c < 4; ++c) {
-        const __m512i p = _mm512_dpbusd_epi32(act.corr[c], u[c], act.q[c]);
-        s = _mm512_add_epi32(s, _mm512_mullo_epi32(p, _mm512_permutexvar_epi32(idx[c], sc)));
+      if constexpr (Dec::kMadd16) {
+        const __m512i sc2 = _mm512_or_si512(_mm512_and_si512(sc, _mm512_set1_epi32(0xFFFF)), _mm512_slli_epi32(sc, 16));
+        for (int c = 0; c < 4; ++c) {
+          __m512i p = _mm512_maddubs_epi16(u[c], act.q[c]);
+          if (Dec::kOffset != 0) p = _mm512_sub_epi16(p, act.corr[c]);
+          s = _mm512_dpwssd_epi32(s, p, _mm512_permutexvar_epi32(idx[c], sc2));
+        }
+      } else {
+        for (int c = 0; c < 4; ++c) {
+          const __m512i p = _mm512_dpbusd_epi32(act.corr[c], u[c], act.q[c]);
+          s = _mm512_add_epi32(s, _mm512_mullo_epi32(p, _mm512_permutexvar_epi32(idx[c], sc)));
+        }
       }
       const __m256i lanes = _mm256_add_epi32(_mm512_castsi512_si256(s), _mm512_extracti64x4_epi64(s, 1));
       row[r].acc = _mm256_fmadd_ps(_mm256_set1_ps(act.d * Dec::D(b)), _mm256_cvtepi32_ps(lanes), row[r].acc);
@@ -132,33 +152,71 @@ QKV_VNNI_TARGET void KRowsVnni(const uint8_t* HWY_RESTRICT w, size_t stride, siz
   for (size_t r = 0; r < R; ++r) y[r * ys] = Dec::Finish(row[r]);
 }
 
+// The f16 fields at p, p + stride, ..., p + (n - 1) * stride (n <= 16) as 16
+// f32 lanes (zeros past n): one masked 16-bit broadcast per field, in two
+// independent chains, then one conversion (a scalar conversion per block
+// costs as much as the block's dot product; a gather is slower still).
+QKV_VNNI_INLINE __m512 HalvesAt(const uint8_t* p, size_t stride, size_t n) {
+  const auto field = [p, stride](size_t j) {
+    int16_t h;
+    std::memcpy(&h, p + j * stride, 2);
+    return h;
+  };
+  __m256i even = _mm256_setzero_si256(), odd = _mm256_setzero_si256();
+  for (size_t j = 0; j < n; j += 2) {
+    even = _mm256_mask_set1_epi16(even, static_cast<__mmask16>(1u << j), field(j));
+    if (j + 1 < n) odd = _mm256_mask_set1_epi16(odd, static_cast<__mmask16>(2u << j), field(j + 1));
+  }
+  return _mm512_cvtph_ps(_mm256_or_si256(even, odd));
+}
+
+// One activation row of 32-value blocks: the blocks, their scales d and (Q8_1)
+// sums s as f32, each padded with 16 zeros.
+template <class A>
+struct Act32 {
+  const A* blocks;
+  const float* d;
+  const float* s;
+};
+
 // Rows of 32-value blocks against Q8_0 or Q8_1 (Dec::Act), two blocks per
-// register (lanes 0-7 block i, 8-15 block i + 1). Dec::Unpack2(b0, b1) gives
-// both blocks' unsigned values; Dec::Min(block, act, row) adds a block's min term.
+// register (lanes 0-7 block i, 8-15 block i + 1), scales converted 16 blocks
+// at a time. Dec::Unpack2(b0, b1) gives both blocks' unsigned values;
+// Dec::kMin: the block's f16 min m (at byte 2) times the activation's s is
+// summed, one scalar fused multiply-add per block as the scalar kernel does.
 template <class Dec, size_t R>
 QKV_VNNI_TARGET void Rows32Vnni(const uint8_t* HWY_RESTRICT w, size_t stride, size_t nb,
-                                const typename Dec::Act* HWY_RESTRICT a, float* HWY_RESTRICT y, size_t ys) {
+                                const Act32<typename Dec::Act>& a, float* HWY_RESTRICT y, size_t ys) {
   using B = typename Dec::Block;
   VnniRow row[R];
   for (size_t r = 0; r < R; ++r) row[r] = VnniRow{_mm256_setzero_ps(), _mm_setzero_ps(), 0.0f};
-  for (size_t i = 0; i < nb; i += 2) {
-    const bool pair = i + 1 < nb;
-    const size_t i1 = pair ? i + 1 : i;
-    const __m256i a0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[i].qs));
-    const __m256i a1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[i1].qs));
-    const __m512i aq = _mm512_inserti64x4(_mm512_castsi256_si512(a0), a1, 1);
-    const __m512i corr = OffsetCorrection<Dec::kOffset>(aq);
-    const float ad0 = _cvtsh_ss(a[i].d), ad1 = _cvtsh_ss(a[i1].d);
+  HWY_ALIGN float dsc[R][16], msc[R][16];
+  for (size_t g = 0; g < nb; g += 16) {
+    const size_t n = std::min<size_t>(16, nb - g);
     for (size_t r = 0; r < R; ++r) {
-      const uint8_t* b0 = w + r * stride + i * sizeof(B);
-      const uint8_t* b1 = w + r * stride + i1 * sizeof(B);
-      PrefetchBlock(b0 + kPrefetchBytes, 2 * sizeof(B));
-      const __m512 f = _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(corr, Dec::Unpack2(b0, b1), aq));
-      Dec::Min(b0, a[i], &row[r]);
-      row[r].acc = _mm256_fmadd_ps(_mm256_set1_ps(HalfAt(b0) * ad0), _mm512_castps512_ps256(f), row[r].acc);
-      if (pair) {
-        Dec::Min(b1, a[i1], &row[r]);
-        row[r].acc = _mm256_fmadd_ps(_mm256_set1_ps(HalfAt(b1) * ad1), _mm512_extractf32x8_ps(f, 1), row[r].acc);
+      const uint8_t* group = w + r * stride + g * sizeof(B);
+      _mm512_store_ps(dsc[r], _mm512_mul_ps(HalvesAt(group, sizeof(B), n), _mm512_loadu_ps(a.d + g)));
+      if (Dec::kMin) _mm512_store_ps(msc[r], HalvesAt(group + 2, sizeof(B), n));
+    }
+    for (size_t k = 0; k < n; k += 2) {
+      const size_t i = g + k;
+      const bool pair = k + 1 < n;
+      const size_t i1 = pair ? i + 1 : i;
+      const __m256i a0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.blocks[i].qs));
+      const __m256i a1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.blocks[i1].qs));
+      const __m512i aq = _mm512_inserti64x4(_mm512_castsi256_si512(a0), a1, 1);
+      const __m512i corr = OffsetCorrection<Dec::kOffset>(aq);
+      QKV_UNROLL for (size_t r = 0; r < R; ++r) {
+        const uint8_t* b0 = w + r * stride + i * sizeof(B);
+        const uint8_t* b1 = w + r * stride + i1 * sizeof(B);
+        PrefetchSpan<2 * sizeof(B)>(b0 + kPrefetchBytes);
+        const __m512 f = _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(corr, Dec::Unpack2(b0, b1), aq));
+        if (Dec::kMin) row[r].summs = std::fma(msc[r][k], a.s[i], row[r].summs);
+        row[r].acc = _mm256_fmadd_ps(_mm256_set1_ps(dsc[r][k]), _mm512_castps512_ps256(f), row[r].acc);
+        if (pair) {
+          if (Dec::kMin) row[r].summs = std::fma(msc[r][k + 1], a.s[i1], row[r].summs);
+          row[r].acc = _mm256_fmadd_ps(_mm256_set1_ps(dsc[r][k + 1]), _mm512_extractf32x8_ps(f, 1), row[r].acc);
+        }
       }
     }
   }
@@ -187,7 +245,20 @@ QKV_VNNI_TARGET void KVnni(const uint8_t* base, size_t cols, const void* xa, flo
 template <class Dec>
 QKV_VNNI_TARGET void Vnni32(const uint8_t* base, size_t cols, const void* xa, float* y, size_t n_rows) {
   using A = typename Dec::Act;
-  VnniStreams<Dec, A, Rows32Vnni<Dec, 4>, Rows32Vnni<Dec, 1>>(base, cols / 32, xa, y, n_rows);
+  const size_t nb = cols / 32;
+  Act32<A> act{static_cast<const A*>(xa), nullptr, nullptr};
+  static thread_local std::vector<float> scales;
+  scales.assign(2 * (nb + 16), 0.0f);
+  for (size_t i = 0; i < nb; ++i) scales[i] = _cvtsh_ss(act.blocks[i].d);
+  if constexpr (Dec::kMin) {
+    for (size_t i = 0; i < nb; ++i) scales[nb + 16 + i] = _cvtsh_ss(act.blocks[i].s);
+  }
+  act.d = scales.data();
+  act.s = scales.data() + nb + 16;
+  const size_t rb = nb * sizeof(typename Dec::Block);
+  const size_t L = n_rows / 4;
+  for (size_t k = 0; k < L; ++k) Rows32Vnni<Dec, 4>(base + k * rb, L * rb, nb, act, y + k, L);
+  for (size_t r = 4 * L; r < n_rows; ++r) Rows32Vnni<Dec, 1>(base + r * rb, rb, nb, act, y + r, 1);
 }
 
 // Returns false for the types without a VNNI kernel.

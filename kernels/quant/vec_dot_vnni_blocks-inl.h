@@ -31,11 +31,12 @@ QKV_VNNI_INLINE __m512i NibbleHalves(__m256i q) {
   return Nibbles4(_mm512_srlv_epi64(dup, _mm512_set_epi64(4, 4, 0, 0, 4, 4, 0, 0)));
 }
 
-// The 64 values of blocks b0 and b1 (16 nibble bytes each at q0, q1), in order.
+// The 64 values of blocks b0 and b1 (16 nibble bytes each at q0, q1), in
+// order: [q0, q0, q1, q1] by two 128-bit broadcasts, then low and high nibbles.
 QKV_VNNI_INLINE __m512i NibblePair(const uint8_t* q0, const uint8_t* q1) {
-  return NibbleHalves(_mm256_inserti128_si256(
-      _mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q0))),
-      _mm_loadu_si128(reinterpret_cast<const __m128i*>(q1)), 1));
+  const __m512i lo = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q0)));
+  const __m512i both = _mm512_mask_broadcast_i32x4(lo, 0xFF00, _mm_loadu_si128(reinterpret_cast<const __m128i*>(q1)));
+  return Nibbles4(_mm512_srlv_epi64(both, _mm512_set_epi64(4, 4, 0, 0, 4, 4, 0, 0)));
 }
 
 // Adds 16 to the values whose fifth bit (qh, bit k for value k) is set.
@@ -48,15 +49,11 @@ QKV_VNNI_INLINE __m512i FifthBitPair(__m512i u, const uint8_t* qh0, const uint8_
 }
 
 struct NoMin32 {
-  template <class A>
-  QKV_VNNI_INLINE static void Min(const uint8_t*, const A&, VnniRow*) {}
+  static constexpr bool kMin = false;
 };
-
-// Q4_1 / Q5_1: summs += m * s, one scalar fused multiply-add per block.
+// Q4_1 / Q5_1: the min m (f16 at byte 2) times the activation block's s.
 struct Min32 {
-  QKV_VNNI_INLINE static void Min(const uint8_t* b, const BlockQ8_1& a, VnniRow* row) {
-    row->summs = std::fma(HalfAt(b + 2), _cvtsh_ss(a.s), row->summs);
-  }
+  static constexpr bool kMin = true;
 };
 
 struct DecQ4_0 : NoMin32 {
@@ -117,6 +114,7 @@ QKV_VNNI_INLINE __m512i Crumbs(__m512i q, int sh0, int sh1) {
 struct DecQ2_K : Finish8 {
   using Block = BlockQ2_K;
   static constexpr int kOffset = 0, kSub = 16;
+  static constexpr bool kMadd16 = true;
   QKV_VNNI_INLINE static float D(const uint8_t* b) { return HalfAt(b + offsetof(Block, d)); }
   QKV_VNNI_INLINE static __m512i Decode(const uint8_t* b, const VnniActK& a, VnniRow* row, __m512i u[4]) {
     const __m128i s = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + offsetof(Block, scales)));
@@ -136,6 +134,7 @@ struct DecQ2_K : Finish8 {
 struct DecQ3_K : Finish8 {
   using Block = BlockQ3_K;
   static constexpr int kOffset = 4, kSub = 16;
+  static constexpr bool kMadd16 = true;
   QKV_VNNI_INLINE static float D(const uint8_t* b) { return HalfAt(b + offsetof(Block, d)); }
   QKV_VNNI_INLINE static __m512i Decode(const uint8_t* b, const VnniActK&, VnniRow*, __m512i u[4]) {
     const __m512i hm = Broadcast32(b + offsetof(Block, hmask));
@@ -182,6 +181,7 @@ QKV_VNNI_INLINE __m128i K4MinSums(uint64_t m, const VnniActK& a) {
 struct DecQ4_K {
   using Block = BlockQ4_K;
   static constexpr int kOffset = 0, kSub = 32;
+  static constexpr bool kMadd16 = true;
   QKV_VNNI_INLINE static float D(const uint8_t* b) { return HalfAt(b + offsetof(Block, d)); }
   QKV_VNNI_INLINE static __m512i Decode(const uint8_t* b, const VnniActK& a, VnniRow* row, __m512i u[4]) {
     uint64_t sc, m;
@@ -197,6 +197,7 @@ struct DecQ4_K {
 struct DecQ5_K {
   using Block = BlockQ5_K;
   static constexpr int kOffset = 0, kSub = 32;
+  static constexpr bool kMadd16 = true;
   QKV_VNNI_INLINE static float D(const uint8_t* b) { return HalfAt(b + offsetof(Block, d)); }
   QKV_VNNI_INLINE static __m512i Decode(const uint8_t* b, const VnniActK& a, VnniRow* row, __m512i u[4]) {
     uint64_t sc, m;
@@ -220,6 +221,7 @@ struct DecQ5_K {
 struct DecQ6_K : Finish8 {
   using Block = BlockQ6_K;
   static constexpr int kOffset = 32, kSub = 16;
+  static constexpr bool kMadd16 = true;
   QKV_VNNI_INLINE static float D(const uint8_t* b) { return HalfAt(b + offsetof(Block, d)); }
   QKV_VNNI_INLINE static __m512i Decode(const uint8_t* b, const VnniActK&, VnniRow*, __m512i u[4]) {
     const __m512i m30 = _mm512_set1_epi8(0x30);
@@ -240,6 +242,7 @@ struct DecQ6_K : Finish8 {
 struct DecIQ4_XS : Finish8 {
   using Block = BlockIQ4_XS;
   static constexpr int kOffset = 128, kSub = 32;
+  static constexpr bool kMadd16 = false;
   QKV_VNNI_INLINE static float D(const uint8_t* b) { return HalfAt(b + offsetof(Block, d)); }
   QKV_VNNI_INLINE static __m512i Decode(const uint8_t* b, const VnniActK&, VnniRow*, __m512i u[4]) {
     const __m512i table = IQ4Table();
