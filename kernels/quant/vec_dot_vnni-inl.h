@@ -21,7 +21,7 @@
 // HWY_TARGET == HWY_AVX3_DL; Highway 1.0.3's AVX3_DL does not enable
 // avx512vnni (kernels/linear.cc has the same note), hence the attributes.
 
-#define QKV_VNNI_TARGET __attribute__((target("avx512vnni,bmi2")))
+#define QKV_VNNI_TARGET __attribute__((target("avx512vnni,bmi2,gfni")))
 #define QKV_VNNI_INLINE QKV_VNNI_TARGET HWY_INLINE
 
 constexpr size_t kPrefetchBytes = 1024;

@@ -8,7 +8,24 @@
 // Included by vec_dot_vnni-inl.h only.
 
 // 64-bit lane shift counts: the low 256 bits of a register by lo, the high by hi.
-QKV_VNNI_INLINE __m512i Halves(int lo, int hi) { return _mm512_set_epi64(hi, hi, hi, hi, lo, lo, lo, lo); }
+QKV_VNNI_INLINE __m512i Halves(int64_t lo, int64_t hi) { return _mm512_set_epi64(hi, hi, hi, hi, lo, lo, lo, lo); }
+
+// Bit fields moved within each byte by one GF(2) affine transform per 64-bit
+// lane (vgf2p8affineqb: output bit i is the parity of input & byte 7 - i of
+// the lane's matrix), one instruction for a shift and a mask. Field(src, k, dst):
+// the matrix putting input bits src .. src + k - 1 at dst .. dst + k - 1, the
+// other output bits zero.
+constexpr int64_t Field(int src, int k, int dst) {
+  uint64_t m = 0;
+  for (int i = 0; i < k; ++i) m |= uint64_t{1} << (src + i) << (8 * (7 - (dst + i)));
+  return static_cast<int64_t>(m);
+}
+QKV_VNNI_INLINE __m512i Bits(__m512i x, __m512i matrices) { return _mm512_gf2p8affine_epi64_epi8(x, matrices, 0); }
+// Low nibbles in 64-bit lanes 0, 1, 4, 5 and high nibbles in 2, 3, 6, 7.
+QKV_VNNI_INLINE __m512i NibbleMatrices() {
+  constexpr int64_t lo = Field(0, 4, 0), hi = Field(4, 4, 0);
+  return _mm512_set_epi64(hi, hi, lo, lo, hi, hi, lo, lo);
+}
 
 QKV_VNNI_INLINE __m512i Broadcast32(const uint8_t* p) {
   return _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
@@ -28,7 +45,7 @@ QKV_VNNI_INLINE __m512i IQ4Table() {
 // 32 nibble bytes [A, B] (16 each) as [A low, A high, B low, B high] nibbles.
 QKV_VNNI_INLINE __m512i NibbleHalves(__m256i q) {
   const __m512i dup = _mm512_permutexvar_epi64(_mm512_set_epi64(3, 2, 3, 2, 1, 0, 1, 0), _mm512_castsi256_si512(q));
-  return Nibbles4(_mm512_srlv_epi64(dup, _mm512_set_epi64(4, 4, 0, 0, 4, 4, 0, 0)));
+  return Bits(dup, NibbleMatrices());
 }
 
 // The 64 values of blocks b0 and b1 (16 nibble bytes each at q0, q1), in
@@ -36,7 +53,7 @@ QKV_VNNI_INLINE __m512i NibbleHalves(__m256i q) {
 QKV_VNNI_INLINE __m512i NibblePair(const uint8_t* q0, const uint8_t* q1) {
   const __m512i lo = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q0)));
   const __m512i both = _mm512_mask_broadcast_i32x4(lo, 0xFF00, _mm_loadu_si128(reinterpret_cast<const __m128i*>(q1)));
-  return Nibbles4(_mm512_srlv_epi64(both, _mm512_set_epi64(4, 4, 0, 0, 4, 4, 0, 0)));
+  return Bits(both, NibbleMatrices());
 }
 
 // Adds 16 to the values whose fifth bit (qh, bit k for value k) is set.
@@ -108,7 +125,7 @@ struct Finish8 {
 // The 2-bit fields of 32 bytes at q, shifted by 2 * sh0 (values 0-31 of the
 // chunk) and 2 * sh1 (values 32-63).
 QKV_VNNI_INLINE __m512i Crumbs(__m512i q, int sh0, int sh1) {
-  return _mm512_and_si512(_mm512_srlv_epi64(q, Halves(2 * sh0, 2 * sh1)), _mm512_set1_epi8(3));
+  return Bits(q, Halves(Field(2 * sh0, 2, 0), Field(2 * sh1, 2, 0)));
 }
 
 struct DecQ2_K : Finish8 {
@@ -142,8 +159,7 @@ struct DecQ3_K : Finish8 {
       const int h = c / 2, sh = 2 * (c % 2), bit = 4 * h + sh;
       const __m512i low = Crumbs(Broadcast32(b + offsetof(Block, qs) + 32 * h), sh, sh + 1);
       // hmask bit (4h + sh) of value l moved to bit 2 (+4 when set).
-      const __m512i high = _mm512_and_si512(_mm512_rolv_epi64(hm, Halves((66 - bit) % 64, (65 - bit) % 64)),
-                                            _mm512_set1_epi8(4));
+      const __m512i high = Bits(hm, Halves(Field(bit, 1, 2), Field(bit + 1, 1, 2)));
       u[c] = _mm512_or_si512(low, high);
     }
     uint32_t s[3];
@@ -170,7 +186,7 @@ QKV_VNNI_INLINE void K4ScalesMins(const uint8_t* q, uint64_t* sc, uint64_t* m) {
 
 // The nibbles of 128 bytes: chunk c = low then high nibbles of qs[32c .. 32c + 31].
 QKV_VNNI_INLINE void K4Nibbles(const uint8_t* qs, __m512i u[4]) {
-  for (int c = 0; c < 4; ++c) u[c] = Nibbles4(_mm512_srlv_epi64(Broadcast32(qs + 32 * c), Halves(0, 4)));
+  for (int c = 0; c < 4; ++c) u[c] = Bits(Broadcast32(qs + 32 * c), Halves(Field(0, 4, 0), Field(4, 4, 0)));
 }
 
 // 4 int32: m[2p] * pairs[2p] + m[2p + 1] * pairs[2p + 1].
@@ -210,8 +226,7 @@ struct DecQ5_K {
     const __m512i qh = Broadcast32(b + offsetof(Block, qh));
     for (int c = 0; c < 4; ++c) {
       // qh bit 2c (values 64c ..) and 2c + 1 (64c + 32 ..) moved to bit 4.
-      const __m512i bits = _mm512_rolv_epi64(qh, Halves((68 - 2 * c) % 64, (67 - 2 * c) % 64));
-      u[c] = _mm512_or_si512(u[c], _mm512_and_si512(bits, _mm512_set1_epi8(0x10)));
+      u[c] = _mm512_or_si512(u[c], Bits(qh, Halves(Field(2 * c, 1, 4), Field(2 * c + 1, 1, 4))));
     }
     return _mm512_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<long long>(sc)));
   }
@@ -224,16 +239,15 @@ struct DecQ6_K : Finish8 {
   static constexpr bool kMadd16 = true;
   QKV_VNNI_INLINE static float D(const uint8_t* b) { return HalfAt(b + offsetof(Block, d)); }
   QKV_VNNI_INLINE static __m512i Decode(const uint8_t* b, const VnniActK&, VnniRow*, __m512i u[4]) {
-    const __m512i m30 = _mm512_set1_epi8(0x30);
     for (int h = 0; h < 2; ++h) {
       const __m512i ql = _mm512_loadu_si512(b + offsetof(Block, ql) + 64 * h);
       const __m512i qh = Broadcast32(b + offsetof(Block, qh) + 32 * h);
       // Values 128h + 0..63: low nibbles, qh bits 0-1 (then 2-3) at bits 4-5;
       // 128h + 64..127: high nibbles, qh bits 4-5 (then 6-7).
-      const __m512i h0 = _mm512_and_si512(_mm512_sllv_epi64(qh, Halves(4, 2)), m30);
-      const __m512i h1 = _mm512_and_si512(_mm512_srlv_epi64(qh, Halves(0, 2)), m30);
+      const __m512i h0 = Bits(qh, Halves(Field(0, 2, 4), Field(2, 2, 4)));
+      const __m512i h1 = Bits(qh, Halves(Field(4, 2, 4), Field(6, 2, 4)));
       u[2 * h] = _mm512_or_si512(Nibbles4(ql), h0);
-      u[2 * h + 1] = _mm512_or_si512(Nibbles4(_mm512_srli_epi16(ql, 4)), h1);
+      u[2 * h + 1] = _mm512_or_si512(Bits(ql, _mm512_set1_epi64(Field(4, 4, 0))), h1);
     }
     return _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + offsetof(Block, scales))));
   }
