@@ -279,6 +279,9 @@ HWY_INLINE float DotRow(DType t, const uint8_t* row, size_t cols, const void* xa
 
 #if HWY_TARGET == HWY_AVX3_DL
 #include "kernels/quant/vec_dot_vnni-inl.h"
+#undef QKV_VNNI_TARGET
+#undef QKV_VNNI_INLINE
+#undef QKV_UNROLL
 #endif
 
 // simd == false: the scalar kernels above (the reference), on every target.

@@ -14,8 +14,16 @@
 // final pairwise sum) are the scalar kernel's, in its order: the results equal
 // the scalar path bit for bit.
 //
+// K-quants whose pair products fit int16 take vpmaddubsw + vpdpwssd with the
+// scales instead (fewer instructions, the same integer sums).
+//
 // Rows go 4 per pass, in 4 long streams (each a quarter of the caller's rows),
 // each prefetching kPrefetchBytes ahead.
+//
+// Measured on 1 thread with 256x2048 matrices in L2 (busy 2-core machine, best
+// of 1000 calls), GB/s of weights: Q6_K 30, Q4_K 20, Q5_K 19, IQ4_XS 16,
+// Q4_0 15, Q5_0 15, IQ4_NL 14, Q3_K 13, Q2_K 12, Q4_1 11, Q5_1 11 (the scalar
+// kernels: 0.4-1.8; the Q8_0 VNNI kernel of kernels/linear.cc: 26).
 //
 // Included by kernels/quant/vec_dot.cc inside its per-target namespace when
 // HWY_TARGET == HWY_AVX3_DL; Highway 1.0.3's AVX3_DL does not enable
