@@ -213,10 +213,11 @@ void prefetch_sweep_args(benchmark::internal::Benchmark* b) {
 }
 
 int register_all() {
-  // ggml block types (kernels/quant/vec_dot): decode matvec rows, bytes/s of their weights.
+  // ggml block types (kernels/quant/vec_dot): decode matvec rows, bytes/s of
+  // their weights, on the 1.1B model's FFN shapes (gate/up, down) and its output.
   for (DType t : {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q2_K, DType::Q3_K, DType::Q4_K,
                   DType::Q5_K, DType::Q6_K, DType::IQ4_NL, DType::IQ4_XS}) {
-    for (const auto& s : {kMatvecShapes[4], kMatvecShapes[5]}) {
+    for (const auto& s : {kMatvecShapes[4], {2048, 5632}, kMatvecShapes[5]}) {
       const std::string shape = std::to_string(s.rows) + "x" + std::to_string(s.cols);
       benchmark::RegisterBenchmark(("matvec/" + std::string(dtype_name(t)) + "/" + shape).c_str(), BM_matvec, t,
                                    s.rows, s.cols, false, detail::q8_matvec_mode())

@@ -8,8 +8,10 @@
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <string>
 #include <vector>
 
+#include "hwy/targets.h"
 #include "kernels/dtype.h"
 #include "kernels/linear.h"
 #include "kernels/quant/activation.h"
@@ -82,8 +84,12 @@ ActRef dequantized_activation(DType t, const std::vector<uint8_t>& xa, size_t co
 }  // namespace
 
 TEST_CASE("matvec of every ggml block type against the fp64 reference") {
-  // Tolerance: 1e-5 of sum |w * x| (f32 scale products and accumulation over
-  // at most a few hundred blocks; ggml's own arithmetic is f32 too).
+  // matvec runs the SIMD kernels where the CPU has them (kernels/quant/vec_dot.h).
+  // Tolerance from f32 arithmetic (ggml's own is f32 too): per block one f32
+  // scale product and one fused multiply-add into a lane whose partial sums stay
+  // below sum |w * x|, then a few f32 sums at the end, plus up to 2 roundings in
+  // the f32 dequantized weights of the reference: (blocks + 16) * 2^-24 of
+  // sum |w * x|. The block integer sums are exact.
   std::mt19937 g(7);
   for (DType t : kTypes) {
     CAPTURE(dtype_name(t));
@@ -131,7 +137,8 @@ TEST_CASE("matvec of every ggml block type against the fp64 reference") {
               mag += std::fabs(double(wr[k]) * a.x[k]);
             }
           }
-          CHECK(std::fabs(y1[r] - ref) <= 1e-5 * mag + 1e-6);
+          const double tol = (double(cols / bv) + 16.0) * std::ldexp(1.0, -24) * mag + 1e-30;
+          CHECK(std::fabs(y1[r] - ref) <= tol);
         }
         // matmul of 3 inputs: each input as its own matvec.
         std::vector<float> X(3 * cols), Y(3 * rows), yy(rows);
@@ -145,6 +152,46 @@ TEST_CASE("matvec of every ggml block type against the fp64 reference") {
     }
   }
   omp_set_num_threads(2);
+}
+
+TEST_CASE("SIMD block-type kernels equal the scalar reference kernels") {
+  // The SIMD kernels sum the same exact integer block sums and do the same f32
+  // operations in the same order as the scalar ones (kernels/quant/vec_dot.h),
+  // so the two agree bit for bit; row counts cover 4-row passes, stream splits
+  // and leftover rows, column counts odd and even block counts.
+  // Every compiled target: AVX3_DL runs the VNNI kernels, the others the
+  // scalar kernels compiled for them.
+  std::mt19937 g(11);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  const auto targets = hwy::SupportedAndGeneratedTargets();
+  REQUIRE(!targets.empty());
+  for (const int64_t target : targets) {
+    hwy::SetSupportedTargetsForTest(target);
+    const std::string target_name = hwy::TargetName(target);
+    CAPTURE(target_name);
+    for (DType t : kTypes) {
+      CAPTURE(dtype_name(t));
+      const size_t bv = dtype_block_values(t);
+      for (size_t blocks : {size_t(1), size_t(2), size_t(3), size_t(7), size_t(22)}) {
+        for (size_t rows : {size_t(1), size_t(2), size_t(4), size_t(7), size_t(8), size_t(33)}) {
+          const size_t cols = blocks * bv;
+          CAPTURE(cols);
+          CAPTURE(rows);
+          const std::vector<uint8_t> w = random_rows(t, rows, cols, g);
+          std::vector<float> x(cols);
+          for (auto& v : x) v = nd(g);
+          x[cols / 2] = -9.0f;
+          std::vector<uint8_t> xa(act_bytes(t, cols));
+          quantize_activation(t, x.data(), cols, xa.data());
+          std::vector<float> ys(rows), yr(rows);
+          quant_dot_rows(t, w.data(), cols, xa.data(), ys.data(), rows);
+          quant_dot_rows_scalar(t, w.data(), cols, xa.data(), yr.data(), rows);
+          for (size_t r = 0; r < rows; ++r) CHECK(ys[r] == yr[r]);
+        }
+      }
+    }
+  }
+  hwy::SetSupportedTargetsForTest(0);
 }
 
 TEST_CASE("activation quantizers: ggml's x86 rules") {

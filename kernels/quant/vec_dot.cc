@@ -1,7 +1,10 @@
 #include "kernels/quant/vec_dot.h"
 
+#include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <cstring>
+#include <vector>
 
 #include "kernels/error.h"
 #include "kernels/quant/activation.h"
@@ -274,7 +277,20 @@ HWY_INLINE float DotRow(DType t, const uint8_t* row, size_t cols, const void* xa
   }
 }
 
-void DotRows(DType t, const void* rows, size_t cols, const void* xa, float* y, size_t n_rows) {
+#if HWY_TARGET == HWY_AVX3_DL
+#include "kernels/quant/vec_dot_vnni-inl.h"
+#undef QKV_VNNI_TARGET
+#undef QKV_VNNI_INLINE
+#undef QKV_UNROLL
+#endif
+
+// simd == false: the scalar kernels above (the reference), on every target.
+void DotRows(DType t, const void* rows, size_t cols, const void* xa, float* y, size_t n_rows, bool simd) {
+#if HWY_TARGET == HWY_AVX3_DL
+  if (simd && DotRowsVnni(t, rows, cols, xa, y, n_rows)) return;
+#else
+  (void)simd;
+#endif
   const size_t stride = dtype_row_bytes(t, cols);
   const auto* base = static_cast<const uint8_t*>(rows);
   for (size_t r = 0; r < n_rows; ++r) y[r] = DotRow(t, base + r * stride, cols, xa);
@@ -324,7 +340,13 @@ void quantize_activation(DType t, const float* x, size_t n, void* out) {
 void quant_dot_rows(DType t, const void* rows, size_t cols, const void* xa, float* y, size_t n_rows) {
   QKV_CHECK(dtype_is_quantized(t) && dtype_row_ok(t, cols), "quant_dot_rows: ", cols, " columns of ",
             dtype_name(t));
-  HWY_DYNAMIC_DISPATCH(DotRows)(t, rows, cols, xa, y, n_rows);
+  HWY_DYNAMIC_DISPATCH(DotRows)(t, rows, cols, xa, y, n_rows, true);
+}
+
+void quant_dot_rows_scalar(DType t, const void* rows, size_t cols, const void* xa, float* y, size_t n_rows) {
+  QKV_CHECK(dtype_is_quantized(t) && dtype_row_ok(t, cols), "quant_dot_rows_scalar: ", cols, " columns of ",
+            dtype_name(t));
+  HWY_DYNAMIC_DISPATCH(DotRows)(t, rows, cols, xa, y, n_rows, false);
 }
 
 }  // namespace qkv
