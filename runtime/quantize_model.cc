@@ -178,7 +178,7 @@ QuantizeSummary quantize_gguf(const std::string& in, const std::string& out, con
     file.write(zeros.data(), w.padding(job.n_bytes));
     sum.bytes_in += t.n_bytes;
     sum.bytes_out += job.n_bytes;
-    if (log) {
+    if (log && options.progress) {
       std::fprintf(log, "[%4zu/%4zu] %-32s [%s] %s -> %s, %.3f -> %.3f MiB%s%s\n", k + 1, jobs.size(), t.name.c_str(),
                    shape_text(t.ne).c_str(), ggml_type_name(t.type).c_str(), ggml_type_name(job.type).c_str(),
                    mib(t.n_bytes), mib(job.n_bytes), job.convert ? "" : " (copied)",

@@ -24,7 +24,8 @@ namespace qkv {
 
 struct QuantizeOptions {
   int threads = 0;       // rows are quantized in parallel; 0: all cores
-  FILE* log = stderr;    // a line per tensor and warnings; nullptr: silent
+  FILE* log = stderr;    // warnings; nullptr: silent
+  bool progress = true;  // and a line per tensor
 };
 
 struct QuantizeSummary {

@@ -21,7 +21,7 @@ const char* kQuantizeUsage =
     "  PRESET          llama-quantize's name, case-insensitive:\n"
     "                  %s\n"
     "  -t, --threads N threads quantizing rows (default: all cores)\n"
-    "  -q, --quiet     no line per tensor on stderr\n";
+    "  -q, --quiet     no line per tensor on stderr (warnings remain)\n";
 
 void usage(FILE* out) { std::fprintf(out, kQuantizeUsage, quant_preset_names().c_str()); }
 
@@ -62,7 +62,7 @@ int cmd_quantize(int argc, char** argv) {
   }
   QuantizeOptions o;
   o.threads = threads;
-  o.log = quiet ? nullptr : stderr;
+  o.progress = !quiet;
   const QuantizeSummary s = quantize_gguf(positional[0], positional[1], *preset, o);
   if (!quiet) {
     std::fprintf(stderr, "qkv quantize: wrote %s (%s): %zu tensors, %zu quantized, %zu with fallback types, "
