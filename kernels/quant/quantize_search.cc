@@ -190,19 +190,4 @@ float make_qkx2_quants(int n, int nmax, const float* x, const float* weights, ui
   return scale;
 }
 
-int best_index_int8(int n, const int8_t* val, float x) {
-  if (x <= val[0]) return 0;
-  if (x >= val[n - 1]) return n - 1;
-  int ml = 0, mu = n - 1;
-  while (mu - ml > 1) {
-    const int mav = (ml + mu) / 2;
-    if (x < val[mav]) {
-      mu = mav;
-    } else {
-      ml = mav;
-    }
-  }
-  return x - val[mu - 1] < val[mu] - x ? mu - 1 : mu;
-}
-
 }  // namespace qkv::quant
