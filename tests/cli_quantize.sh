@@ -51,7 +51,8 @@ else
 fi
 
 check "tiny Q4_K_M quantizes (rows of 64 and 172 fall back)" "$qkv" quantize "$dir/tiny-f32.gguf" "$dir/tiny-q4km.gguf" q4_k_m -t 2 -q
-check "the quantized tiny model runs" "$qkv" run -m "$dir/tiny-q4km.gguf" -p "a" -n 4 --temp 0 -q >/dev/null
+run_quiet() { "$qkv" run "$@" >/dev/null; }
+check "the quantized tiny model runs" run_quiet -m "$dir/tiny-q4km.gguf" -p "a" -n 4 --temp 0 -q
 check "make-model takes a preset" "$qkv" make-model tiny --type Q4_K_M -q -o "$dir/made.gguf"
 check "make-model takes a K type" "$qkv" make-model tiny --type q6_k -q -o "$dir/made6.gguf"
 # make-model's preset model equals quantizing its F32 twin (same random values, same plan).
@@ -72,6 +73,13 @@ if [ -f "$shared/models/tinystories-3M-F32.gguf" ]; then
     check "qkv quantize $p equals llama.cpp's tinystories-3M-$P.gguf" cmp "$dir/ts-$P.gguf" "$shared/models/tinystories-3M-$P.gguf"
     check "progress on stderr for $p" grep -q "blk.3.ffn_up.weight" "$dir/log"
   done
+  # An F16 (BF16) input under its own preset: every tensor copied, the file unchanged.
+  for P in F16 BF16; do
+    "$qkv" quantize "$shared/models/tinystories-3M-$P.gguf" "$dir/ts-$P-again.gguf" "$P" -q
+    check "$P input to $P reproduces the file" cmp "$dir/ts-$P-again.gguf" "$shared/models/tinystories-3M-$P.gguf"
+  done
+  "$qkv" quantize "$shared/models/tinystories-3M-F16.gguf" "$dir/ts-f16-q4_0.gguf" q4_0 -q 2>"$dir/err"
+  check "an F16 input quantizes without a warning" test ! -s "$dir/err"
   "$qkv" quantize "$shared/models/tinystories-3M-Q8_0.gguf" "$dir/ts-re.gguf" q4_k_m -q 2>"$dir/err"
   check "a quantized input is re-quantized with a warning" grep -q "warning: .*quantized tensors" "$dir/err"
 else
