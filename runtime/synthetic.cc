@@ -7,8 +7,8 @@
 #include <sys/mman.h>
 
 #include "kernels/error.h"
-#include "runtime/arch.h"
 #include "kernels/quant/quantize.h"
+#include "runtime/arch.h"
 #include "runtime/gguf.h"
 #include "runtime/model_loader.h"
 
