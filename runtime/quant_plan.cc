@@ -134,6 +134,9 @@ uint32_t quant_preset_file_type(const QuantPreset& p) { return p.file_type; }
 DType quant_preset_base(const QuantPreset& p) { return p.base; }
 
 bool quant_tensor_quantizable(const std::string& name, const std::vector<uint64_t>& ne) {
+  for (uint64_t d : ne) {
+    if (d == 0) return false;  // an empty tensor is copied as it is
+  }
   size_t dims = ne.size();
   while (dims > 1 && ne[dims - 1] == 1) --dims;  // ggml_n_dims: trailing 1s do not count
   if (dims < 2 || name.size() < 6 || name.compare(name.size() - 6, 6, "weight") != 0) return false;

@@ -151,6 +151,7 @@ TEST_CASE("which tensors llama-quantize quantizes") {
   CHECK_FALSE(quant_tensor_quantizable("blk.0.attn_q.bias", {256, 4}));
   CHECK_FALSE(quant_tensor_quantizable("blk.0.ffn_gate_inp.weight", {256, 8}));
   CHECK_FALSE(quant_tensor_quantizable("rope_freqs.weight", {32}));
+  CHECK_FALSE(quant_tensor_quantizable("blk.0.attn_q.weight", {0, 4}));
 }
 
 TEST_CASE("llama-quantize's tensor order: outside the layers first, then by layer number, then by name") {
