@@ -8,6 +8,7 @@
 #include <limits>
 
 #include "kernels/error.h"
+#include "runtime/atomic_file.h"
 
 namespace qkv {
 
@@ -603,6 +604,15 @@ void GGUFWriter::set(const std::string& key, GGUFValue value) {
   kv_.emplace_back(key, std::move(value));
 }
 
+void GGUFWriter::remove(const std::string& key) {
+  for (size_t i = 0; i < kv_.size(); ++i) {
+    if (kv_[i].first == key) {
+      kv_.erase(kv_.begin() + static_cast<std::ptrdiff_t>(i));
+      return;
+    }
+  }
+}
+
 void GGUFWriter::add_tensor(const std::string& name, uint32_t type, const std::vector<uint64_t>& ne,
                             const void* data, uint64_t n_bytes) {
   QKV_CHECK(!ne.empty() && ne.size() <= kMaxDims, "GGUF writer: tensor '", name, "' needs 1 to 4 dims");
@@ -651,21 +661,18 @@ std::vector<uint8_t> GGUFWriter::serialize() const {
 }
 
 void GGUFWriter::write(const std::string& path) const {
-  FILE* f = std::fopen(path.c_str(), "wb");
-  if (!f) fail("cannot create '", path, "': ", std::strerror(errno));
-  bool ok = true;
-  auto emit = [&](const void* p, size_t n) {
-    if (ok && n != 0 && std::fwrite(p, 1, n, f) != n) ok = false;
-  };
+  for (const Tensor& t : tensors_) {
+    QKV_CHECK(t.data != nullptr || t.n_bytes == 0, "GGUF writer: tensor '", t.name, "' has no data");
+  }
+  AtomicFile out(path);
   const std::vector<uint8_t> head = header();
-  emit(head.data(), head.size());
+  out.write(head.data(), head.size());
   const std::vector<uint8_t> zeros(alignment_, 0);
   for (const Tensor& t : tensors_) {
-    emit(t.data, t.n_bytes);
-    emit(zeros.data(), align_up(t.n_bytes, alignment_) - t.n_bytes);
+    out.write(t.data, t.n_bytes);
+    out.write(zeros.data(), padding(t.n_bytes));
   }
-  if (std::fclose(f) != 0) ok = false;
-  if (!ok) fail("error writing '", path, "': ", std::strerror(errno));
+  out.commit();
 }
 
 }  // namespace qkv

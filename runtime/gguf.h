@@ -145,15 +145,25 @@ class GGUFFile {
 class GGUFWriter {
  public:
   explicit GGUFWriter(uint32_t version = 3, uint64_t alignment = 32);
-  // Adds or replaces a key (general.alignment is written from the alignment given above).
+  // Adds or replaces a key in place (general.alignment is written from the
+  // alignment given above).
   void set(const std::string& key, GGUFValue value);
+  // Removes a key if present.
+  void remove(const std::string& key);
   // ne[0] innermost; n_bytes must match the type's layout when qkv knows it.
+  // data may be nullptr for a file streamed with header() and padding().
   void add_tensor(const std::string& name, uint32_t ggml_type, const std::vector<uint64_t>& ne,
                   const void* data, uint64_t n_bytes);
-  // Writes the file (atomically enough for tests: to path directly). Throws on I/O errors.
+  // Writes the file through an AtomicFile (whole or not at all). Throws on
+  // I/O errors (a full disk included), naming the file.
   void write(const std::string& path) const;
   // The whole file as bytes (for small files and tests).
   std::vector<uint8_t> serialize() const;
+
+  // Streaming: the bytes before the tensor data (padded), then each tensor's
+  // n_bytes in add_tensor order, each followed by padding(n_bytes) zero bytes.
+  std::vector<uint8_t> header() const;
+  uint64_t padding(uint64_t n_bytes) const { return (n_bytes + alignment_ - 1) / alignment_ * alignment_ - n_bytes; }
 
  private:
   struct Tensor {
@@ -163,7 +173,6 @@ class GGUFWriter {
     const void* data;
     uint64_t n_bytes;
   };
-  std::vector<uint8_t> header() const;  // everything before the tensor data, padded
   uint32_t version_;
   uint64_t alignment_;
   std::vector<std::pair<std::string, GGUFValue>> kv_;

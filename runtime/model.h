@@ -92,6 +92,9 @@ struct Model {
   Matrix output;       // [vocab][dim]; the same data as token_embd when tied
   std::vector<LayerWeights> layers;
   std::string path;    // the file it came from ("" when built in memory)
+  // llama.cpp's general.file_type (llama_ftype) when a preset made the
+  // weights; -1: a GGUF writer derives it from the weights' main type.
+  int32_t file_type = -1;
   // Keeps the memory behind every Matrix alive (an mmap or owned buffers).
   std::shared_ptr<const void> storage;
 

@@ -7,6 +7,7 @@
 #include <sys/mman.h>
 
 #include "kernels/error.h"
+#include "kernels/quant/quantize.h"
 #include "runtime/arch.h"
 #include "runtime/gguf.h"
 #include "runtime/model_loader.h"
@@ -69,6 +70,24 @@ std::shared_ptr<const void> allocate_weights(uint64_t bytes, uint8_t** base) {
   return std::shared_ptr<const void>(p, [bytes](const void* q) { ::munmap(const_cast<void*>(q), bytes); });
 }
 
+// llama_ftype of a model whose matrices are all of one type (a K type as its _S preset).
+constexpr struct {
+  DType type;
+  uint32_t file_type;
+} kFileTypes[] = {{DType::F32, 0},     {DType::F16, 1},     {DType::BF16, 32},  {DType::Q8_0, 7},
+                  {DType::Q4_0, 2},    {DType::Q4_1, 3},    {DType::Q5_0, 8},   {DType::Q5_1, 9},
+                  {DType::Q2_K, 10},   {DType::Q3_K, 11},   {DType::Q4_K, 14},  {DType::Q5_K, 16},
+                  {DType::Q6_K, 18},   {DType::IQ4_NL, 25}, {DType::IQ4_XS, 30}};
+
+uint32_t model_file_type(const Model& model) {
+  if (model.file_type >= 0) return uint32_t(model.file_type);
+  const DType main_type = model.layers.empty() ? model.token_embd.type : model.layers[0].wq.type;
+  for (const auto& f : kFileTypes) {
+    if (f.type == main_type) return f.file_type;
+  }
+  return 0;
+}
+
 }  // namespace
 
 std::vector<std::string> synthetic_preset_names() { return {"tiny", "143M", "1.1B"}; }
@@ -80,23 +99,52 @@ ModelConfig synthetic_preset(const std::string& name) {
   fail("unknown synthetic model preset '", name, "' (known: tiny, 143M, 1.1B)");
 }
 
+bool parse_weight_format(const std::string& name, WeightFormat* out) {
+  if (const QuantPreset* p = find_quant_preset(name)) {
+    *out = WeightFormat{quant_preset_base(*p), p};
+    return true;
+  }
+  DType t;
+  if (!parse_dtype(name, &t)) return false;
+  *out = WeightFormat{t, nullptr};
+  return true;
+}
+
+std::string weight_format_name(const WeightFormat& f) {
+  return f.preset ? quant_preset_name(*f.preset) : dtype_name(f.type);
+}
+
 Model make_synthetic_model(const ModelConfig& config, DType weight_type, uint64_t seed, bool tied_output) {
+  return make_synthetic_model(config, WeightFormat{weight_type, nullptr}, seed, tied_output);
+}
+
+Model make_synthetic_model(const ModelConfig& config, const WeightFormat& format, uint64_t seed, bool tied_output) {
   validate_model_config(config, "synthetic");
   Model m;
   m.config = config;
   const int64_t dim = config.dim, V = config.vocab_size;
-  auto weight = [&](int64_t rows, int64_t cols) {
-    // Q8_0 needs whole blocks of 32 per row; other shapes use F16 instead.
-    const DType t = dtype_row_ok(weight_type, size_t(cols)) ? weight_type : DType::F16;
+  const ArchSpec& spec = arch_spec(config.architecture);
+  QuantModelInfo info;
+  info.arch = spec.name;
+  info.n_layers = config.n_layers;
+  info.n_heads = config.n_heads;
+  info.n_kv_heads = config.n_kv_heads;
+  info.n_attention_wv = config.n_layers;  // one attn_v or attn_qkv per layer
+  info.has_output = !tied_output;
+  auto weight = [&](const std::string& name, int64_t rows, int64_t cols) {
+    DType t = format.type;
+    if (format.preset) t = plan_tensor(*format.preset, info, name, uint64_t(cols)).type;
+    // Rows the type cannot hold (e.g. FFN 172 in Q8_0) are stored as F16.
+    if (!dtype_row_ok(t, size_t(cols))) t = DType::F16;
     return Matrix{nullptr, t, rows, cols};
   };
   auto norm = [&] { return Matrix{nullptr, DType::F32, 1, dim}; };
+  if (format.preset) m.file_type = int32_t(quant_preset_file_type(*format.preset));
 
-  m.token_embd = weight(V, dim);
+  m.token_embd = weight("token_embd.weight", V, dim);
   m.output_norm = norm();
-  if (!tied_output) m.output = weight(V, dim);
+  if (!tied_output) m.output = weight("output.weight", V, dim);
   m.layers.resize(config.n_layers);
-  const ArchSpec& spec = arch_spec(config.architecture);
   const std::vector<LayerTensor> tensors = layer_tensors(spec, config);
   // Fused tensors are made whole, as a file holds them, and split into views below.
   std::vector<Matrix> fused(m.layers.size() * tensors.size());
@@ -116,7 +164,8 @@ Model make_synthetic_model(const ModelConfig& config, DType weight_type, uint64_
       const LayerTensor& t = tensors[ti];
       Matrix* mat = t.field ? &(m.layers[li].*t.field) : &fused[li * tensors.size() + ti];
       const int64_t rows = extent(config, t.rows), cols = extent(config, t.cols);
-      *mat = t.vector ? Matrix{nullptr, DType::F32, 1, cols} : weight(rows, cols);
+      *mat = t.vector ? Matrix{nullptr, DType::F32, 1, cols}
+                      : weight("blk." + std::to_string(li) + "." + t.name, rows, cols);
       add(mat, t.vector);
     }
   }
@@ -149,14 +198,14 @@ Model make_synthetic_model(const ModelConfig& config, DType weight_type, uint64_
       row.resize(size_t(mat.cols));
       for (int64_t r = ch.row_begin; r < ch.row_end; ++r) {
         uint8_t* out = base + plan[ch.tensor].offset + uint64_t(r) * row_bytes;
-        // f32 rows are generated in place; other types through encode_row.
+        // f32 rows are generated in place; other types through quantize_row.
         float* values = mat.type == DType::F32 ? reinterpret_cast<float*>(out) : row.data();
         if (is_norm) {
           fill_row(seed, ch.tensor, uint64_t(r), 0.9f, 1.1f, values, mat.cols);
         } else {
           fill_row(seed, ch.tensor, uint64_t(r), -a, a, values, mat.cols);
         }
-        if (mat.type != DType::F32) encode_row(mat.type, values, size_t(mat.cols), out);
+        if (mat.type != DType::F32) quantize_row(mat.type, values, size_t(mat.cols), out);
       }
     }
   }
@@ -185,6 +234,7 @@ bool arch_output_tied(const std::string& arch, bool requested) {
 
 Model convert_model(const Model& src, DType type) {
   Model m = src;
+  m.file_type = -1;
   auto keep = std::make_shared<std::vector<std::shared_ptr<const void>>>();
   keep->push_back(src.storage);
   auto convert = [&](Matrix* w) {
@@ -226,10 +276,8 @@ void write_gguf_model(const Model& model, const std::string& path, const Tokeniz
   auto u32 = [](int64_t v) { return GGUFValue::u32(static_cast<uint32_t>(v)); };
   w.set("general.architecture", GGUFValue::string(spec.name));
   w.set("general.name", GGUFValue::string(model.path.empty() ? "qkv synthetic" : model.path));
-  // llama.cpp's LLAMA_FTYPE: what most of the weights are (display only).
-  const DType main_type = model.layers.empty() ? model.token_embd.type : model.layers[0].wq.type;
-  const uint32_t ftype = main_type == DType::F32 ? 0 : main_type == DType::F16 ? 1 : main_type == DType::Q8_0 ? 7 : 32;
-  w.set("general.file_type", GGUFValue::u32(ftype));
+  // llama.cpp's LLAMA_FTYPE: the model's preset, else what most of the weights are (display only).
+  w.set("general.file_type", GGUFValue::u32(model_file_type(model)));
   w.set(a + "context_length", u32(c.context_length));
   w.set(a + "embedding_length", u32(c.dim));
   w.set(a + "block_count", u32(c.n_layers));

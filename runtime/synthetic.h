@@ -9,6 +9,7 @@
 
 #include "kernels/dtype.h"
 #include "runtime/model.h"
+#include "runtime/quant_plan.h"
 #include "runtime/tokenizer.h"
 
 namespace qkv {
@@ -28,6 +29,22 @@ std::vector<std::string> synthetic_preset_names();
 // multiple of 32 values (e.g. FFN 172) falls back to F16. tied_output: output
 // is token_embd. One allocation, filled row by row in parallel.
 Model make_synthetic_model(const ModelConfig& config, DType weight_type, uint64_t seed = 1234,
+                           bool tied_output = true);
+
+// How a synthetic model's matrices are stored: `type` for every matrix (one
+// whose rows it cannot hold becomes F16), or, with a preset, llama-quantize's
+// per-tensor plan of that preset (runtime/quant_plan.h) applied to the same
+// random f32 values (a tensor the plan has no type for becomes F16).
+struct WeightFormat {
+  DType type = DType::F16;
+  const QuantPreset* preset = nullptr;
+};
+// A preset name (q4_k_m, Q8_0, ...) or else a type name (f32, q4_k, ...),
+// case-insensitive; false if neither.
+bool parse_weight_format(const std::string& name, WeightFormat* out);
+// The preset's name ("Q4_K_M") or the type's ("q4_k").
+std::string weight_format_name(const WeightFormat& f);
+Model make_synthetic_model(const ModelConfig& config, const WeightFormat& format, uint64_t seed = 1234,
                            bool tied_output = true);
 
 // The configuration c as a model of family `arch` (runtime/arch.h: its rope

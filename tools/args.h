@@ -11,8 +11,11 @@
 #include <iterator>
 #include <string>
 
+#include "kernels/dtype.h"
 #include "kernels/error.h"
 #include "qkv.h"
+#include "runtime/quant_plan.h"
+#include "runtime/synthetic.h"
 
 namespace qkv::tools {
 
@@ -40,6 +43,16 @@ inline float parse_float(const char* flag, const char* s, double lo, double hi) 
     fail("flag ", flag, " wants a number from ", lo, " to ", hi, ", not '", s, "'");
   }
   return static_cast<float>(v);
+}
+
+// A synthetic model's --type: a llama-quantize preset or a weight type.
+inline WeightFormat parse_weight_format_flag(const char* flag, const char* v) {
+  WeightFormat f;
+  if (parse_weight_format(v, &f)) return f;
+  std::string types;
+  for (const DTypeInfo& t : kDTypeInfo) types += std::string(types.empty() ? "" : ", ") + t.name;
+  fail("flag ", flag, " wants a weight type (", types, ") or a llama-quantize preset (", quant_preset_names(),
+       "), not '", v, "'");
 }
 
 // The KV cache types of the C API by name.

@@ -45,7 +45,8 @@ const char* kBenchUsage =
     "  -m, --model PATH        GGUF file or llama2.c checkpoint\n"
     "  -z, --tokenizer PATH    its tokenizer (optional: checked against the model; BOS starts each prompt)\n"
     "  --synthetic NAME        random weights of a real shape: tiny, 143M, 1.1B (default 143M)\n"
-    "  --type T                synthetic weight type: f32, f16 (default), bf16, q8_0\n"
+    "  --type T                synthetic weights: a type (f32, f16 (default), bf16, q8_0, q4_k, ...) or a\n"
+    "                          llama-quantize preset (q4_k_m, q8_0, iq4_xs, ...: see qkv quantize --help)\n"
     "  --untied                synthetic: a separate output matrix (default: tied to the embedding)\n"
     "  --arch A                synthetic: the model family (llama (default), qwen2, qwen3, phi3, gemma, gemma2, gemma3)\n"
     "  --huge-pages            copy the weights into memory advised for transparent huge pages first\n"
@@ -71,7 +72,7 @@ const char* kBenchUsage =
 
 struct BenchOptions {
   std::string model_path, tokenizer_path, synthetic = "143M", json_out;
-  DType weight_type = DType::F16;
+  WeightFormat weight_format;  // F16 unless --type
   bool type_given = false, untied = false, huge_pages = false;
   std::string arch = "llama";
   DType kv_type = DType::F16;
@@ -429,7 +430,7 @@ int cmd_bench(int argc, char** argv) {
       o.synthetic = flag_value(argc, argv, i);
       synthetic_given = true;
     } else if (a == "--type") {
-      o.weight_type = parse_type_flag(flag, flag_value(argc, argv, i));
+      o.weight_format = parse_weight_format_flag(flag, flag_value(argc, argv, i));
       o.type_given = true;
     } else if (a == "--untied") {
       o.untied = true;
@@ -533,10 +534,10 @@ int cmd_bench(int argc, char** argv) {
     report.model.weight_type = dtype_name(model.layers.empty() ? model.token_embd.type : model.layers[0].wq.type);
   } else {
     const bool tied = arch_output_tied(o.arch, !o.untied);
-    model = make_synthetic_model(with_arch(synthetic_preset(o.synthetic), o.arch), o.weight_type, 1234, tied);
+    model = make_synthetic_model(with_arch(synthetic_preset(o.synthetic), o.arch), o.weight_format, 1234, tied);
     report.model.name = o.arch == "llama" ? o.synthetic : o.synthetic + " " + o.arch;
     report.model.source = std::string(tied ? "synthetic" : "synthetic, untied output") + ", " + o.arch;
-    report.model.weight_type = dtype_name(o.weight_type);
+    report.model.weight_type = weight_format_name(o.weight_format);
   }
   if (o.huge_pages) {
     move_weights_to_huge_pages(model);

@@ -17,7 +17,9 @@ namespace {
 const char* kMakeModelUsage =
     "usage: qkv make-model NAME [--type T] -o FILE.gguf [options]\n"
     "  NAME            tiny, 143M or 1.1B\n"
-    "  --type T        weight type: f32, f16 (default), bf16, q8_0\n"
+    "  --type T        a weight type for every matrix (f32, f16 (default), bf16, q8_0, q4_0 ... q6_k,\n"
+    "                  iq4_nl, iq4_xs) or a llama-quantize preset, whose per-tensor plan qkv quantize\n"
+    "                  follows (q4_k_m, q5_k_s, ...); names that are both mean the preset\n"
     "  -o, --output    the GGUF file to write\n"
     "  --seed S        random seed (default 1234, as qkv bench uses)\n"
     "  --untied        a separate output matrix (default: tied to the embedding)\n"
@@ -28,7 +30,7 @@ const char* kMakeModelUsage =
 
 int cmd_make_model(int argc, char** argv) {
   std::string name, output;
-  DType type = DType::F16;
+  WeightFormat format;  // F16 unless --type
   uint64_t seed = 1234;
   bool untied = false, quiet = false;
   std::string arch = "llama";
@@ -39,8 +41,7 @@ int cmd_make_model(int argc, char** argv) {
       std::fputs(kMakeModelUsage, stdout);
       return 0;
     } else if (a == "--type") {
-      const char* v = flag_value(argc, argv, i);
-      if (!parse_dtype(v, &type)) fail("flag --type wants f32, f16, bf16 or q8_0, not '", v, "'");
+      format = parse_weight_format_flag(flag, flag_value(argc, argv, i));
     } else if (a == "-o" || a == "--output") {
       output = flag_value(argc, argv, i);
     } else if (a == "--seed") {
@@ -62,11 +63,11 @@ int cmd_make_model(int argc, char** argv) {
     std::fprintf(stderr, "qkv make-model: NAME and -o FILE are required\n\n%s", kMakeModelUsage);
     return 2;
   }
-  Model model = make_synthetic_model(with_arch(synthetic_preset(name), arch), type, seed, arch_output_tied(arch, !untied));
+  Model model = make_synthetic_model(with_arch(synthetic_preset(name), arch), format, seed, arch_output_tied(arch, !untied));
   write_gguf_model(model, output);
   if (!quiet) {
     std::fprintf(stderr, "qkv make-model: wrote %s: synthetic %s %s, %s weights, %.1fM parameters, %.1f MB\n",
-                 output.c_str(), name.c_str(), arch.c_str(), dtype_name(type), static_cast<double>(model.parameter_count()) * 1e-6,
+                 output.c_str(), name.c_str(), arch.c_str(), weight_format_name(format).c_str(), static_cast<double>(model.parameter_count()) * 1e-6,
                  static_cast<double>(model.weight_bytes()) * 1e-6);
   }
   return 0;

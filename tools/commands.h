@@ -12,6 +12,7 @@ int cmd_detokenize(int argc, char** argv);
 int cmd_run(int argc, char** argv);
 int cmd_bench(int argc, char** argv);
 int cmd_make_model(int argc, char** argv);
+int cmd_quantize(int argc, char** argv);
 int cmd_plot(int argc, char** argv);
 int cmd_perplexity(int argc, char** argv);
 int cmd_explain(int argc, char** argv);

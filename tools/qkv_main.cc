@@ -24,6 +24,7 @@ const Command kCommands[] = {
     {"detokenize", qkv::tools::cmd_detokenize, "print the text of token ids"},
     {"bench", qkv::tools::cmd_bench, "measure prefill, decode and batched decode throughput"},
     {"make-model", qkv::tools::cmd_make_model, "write a synthetic random-weight model as GGUF"},
+    {"quantize", qkv::tools::cmd_quantize, "quantize a GGUF model with a llama-quantize preset (Q4_K_M, Q8_0, ...)"},
     {"plot", qkv::tools::cmd_plot, "draw qkv bench --json results as SVG"},
     {"perplexity", qkv::tools::cmd_perplexity, "perplexity and KL divergence on a text, as llama-perplexity"},
     {"explain", qkv::tools::cmd_explain, "scaled dot-product attention, step by step, from qkv's kernels"},

@@ -15,7 +15,7 @@ namespace qkv {
 namespace {
 
 using quant::make_q3_quants;
-using quant::make_qkx2_quants;
+using quant::make_qkx2_quants_lanes;
 using quant::make_qx_quants;
 using quant::nearest_int;
 
@@ -36,16 +36,17 @@ void pack_2bit(const uint8_t* L, uint8_t* qs) {
 // f16 d and dmin; levels re-derived from the stored scales into L.
 template <class Block>
 void quantize_k4_scales(const float* x, int nmax, float rmin, float rdelta, int nstep, Block* y, uint8_t* L) {
-  float mins[8], scales[8], weights[32];
-  uint8_t Laux[32];
+  float mins[8], scales[8], weights[256];
   float max_scale = 0, max_min = 0;
   for (int j = 0; j < 8; ++j) {
     const float* xb = x + 32 * j;
     float sum_x2 = 0;
     for (int l = 0; l < 32; ++l) sum_x2 += xb[l] * xb[l];
     const float av_x = std::sqrt(sum_x2 / 32);
-    for (int l = 0; l < 32; ++l) weights[l] = av_x + std::fabs(xb[l]);
-    scales[j] = make_qkx2_quants(32, nmax, xb, weights, L + 32 * j, &mins[j], Laux, rmin, rdelta, nstep, false);
+    for (int l = 0; l < 32; ++l) weights[32 * j + l] = av_x + std::fabs(xb[l]);
+  }
+  make_qkx2_quants_lanes<8>(32, nmax, x, weights, L, mins, scales, rmin, rdelta, nstep, false);
+  for (int j = 0; j < 8; ++j) {
     if (scales[j] > max_scale) max_scale = scales[j];
     if (mins[j] > max_min) max_min = mins[j];
   }
@@ -80,13 +81,13 @@ void quantize_k4_scales(const float* x, int nmax, float rmin, float rdelta, int 
 }  // namespace
 
 void quantize_block(const float* x, BlockQ2_K* y) {
-  uint8_t L[256], Laux[16];
-  float weights[16], mins[16], scales[16];
+  uint8_t L[256];
+  float weights[256], mins[16], scales[16];
   const float q4scale = 15.f;
   float max_scale = 0, max_min = 0;
+  for (int i = 0; i < 256; ++i) weights[i] = std::fabs(x[i]);
+  make_qkx2_quants_lanes<16>(16, 3, x, weights, L, mins, scales, -0.5f, 0.1f, 15, true);
   for (int j = 0; j < 16; ++j) {
-    for (int l = 0; l < 16; ++l) weights[l] = std::fabs(x[16 * j + l]);
-    scales[j] = make_qkx2_quants(16, 3, x + 16 * j, weights, L + 16 * j, &mins[j], Laux, -0.5f, 0.1f, 15, true);
     if (scales[j] > max_scale) max_scale = scales[j];
     if (mins[j] > max_min) max_min = mins[j];
   }

@@ -119,90 +119,111 @@ float make_q3_quants(int n, int nmax, const float* x, int8_t* L) {
   return suml2 > 0.0f ? sumlx / suml2 : 0.0f;
 }
 
-float make_qkx2_quants(int n, int nmax, const float* x, const float* weights, uint8_t* L, float* the_min,
-                       uint8_t* Laux, float rmin, float rdelta, int nstep, bool use_mad) {
-  float min = x[0], max = x[0];
-  float sum_w = weights[0];
-  float sum_x = sum_w * x[0];
-  for (int i = 1; i < n; ++i) {
-    if (x[i] < min) min = x[i];
-    if (x[i] > max) max = x[i];
-    const float w = weights[i];
-    sum_w += w;
-    sum_x += w * x[i];
+template <int K>
+void make_qkx2_quants_lanes(int n, int nmax, const float* x, const float* weights, uint8_t* L, float* the_min,
+                            float* scale_out, float rmin, float rdelta, int nstep, bool use_mad) {
+  // Lane k is ggml's make_qkx2_quants on x + k * n, expression for
+  // expression; the lanes only interleave, so each keeps its own order of
+  // rounding. Degenerate lanes (max == min) compute garbage that is never used.
+  // Lane-minor copies ([i][k]) so the loops over lanes run on adjacent values.
+  float xt[32 * K], wt[32 * K];
+  uint8_t Lt[32 * K], Laux[32 * K];
+  for (int k = 0; k < K; ++k) {
+    for (int i = 0; i < n; ++i) {
+      xt[i * K + k] = x[k * n + i];
+      wt[i * K + k] = weights[k * n + i];
+    }
   }
-  if (min > 0) min = 0;
-  if (max == min) {
-    std::fill(L, L + n, uint8_t{0});
-    *the_min = -min;
-    return 0.0f;
+  float min[K], max[K], sum_w[K], sum_x[K], iscale[K], scale[K], best_error[K];
+  bool flat[K];
+  for (int k = 0; k < K; ++k) {
+    min[k] = max[k] = xt[k];
+    sum_w[k] = wt[k];
+    sum_x[k] = sum_w[k] * xt[k];
+  }
+  for (int i = 1; i < n; ++i) {
+    for (int k = 0; k < K; ++k) {
+      const float xi = xt[i * K + k], w = wt[i * K + k];
+      if (xi < min[k]) min[k] = xi;
+      if (xi > max[k]) max[k] = xi;
+      sum_w[k] += w;
+      sum_x[k] += w * xi;
+    }
   }
   const float fnmax = static_cast<float>(nmax);
-  float iscale = fnmax / (max - min);
-  float scale = 1 / iscale;
-  float best_error = 0;
+  for (int k = 0; k < K; ++k) {
+    if (min[k] > 0) min[k] = 0;
+    flat[k] = max[k] == min[k];
+    iscale[k] = fnmax / (max[k] - min[k]);
+    scale[k] = 1 / iscale[k];
+    best_error[k] = 0;
+  }
   for (int i = 0; i < n; ++i) {
-    const int l = nearest_int(iscale * (x[i] - min));
-    L[i] = static_cast<uint8_t>(clamp_level(l, 0, nmax));
-    float diff = scale * static_cast<float>(L[i]) + min - x[i];
-    diff = use_mad ? std::fabs(diff) : diff * diff;
-    best_error += weights[i] * diff;
+    for (int k = 0; k < K; ++k) {
+      const float xi = xt[i * K + k];
+      const uint8_t l = static_cast<uint8_t>(clamp_level(nearest_int(iscale[k] * (xi - min[k])), 0, nmax));
+      Lt[i * K + k] = l;
+      float diff = scale[k] * static_cast<float>(l) + min[k] - xi;
+      diff = use_mad ? std::fabs(diff) : diff * diff;
+      best_error[k] += wt[i * K + k] * diff;
+    }
   }
-  if (nstep < 1) {
-    *the_min = -min;
-    return scale;
-  }
-  for (int is = 0; is <= nstep; ++is) {
-    iscale = (rmin + rdelta * static_cast<float>(is) + fnmax) / (max - min);
-    float sum_l = 0, sum_l2 = 0, sum_xl = 0;
+  for (int is = 0; nstep >= 1 && is <= nstep; ++is) {
+    float sum_l[K], sum_l2[K], sum_xl[K], this_scale[K], this_min[K], cur_error[K];
+    bool solvable[K];
+    for (int k = 0; k < K; ++k) {
+      iscale[k] = (rmin + rdelta * static_cast<float>(is) + fnmax) / (max[k] - min[k]);
+      sum_l[k] = sum_l2[k] = sum_xl[k] = 0;
+    }
     for (int i = 0; i < n; ++i) {
-      const int l = clamp_level(nearest_int(iscale * (x[i] - min)), 0, nmax);
-      Laux[i] = static_cast<uint8_t>(l);
-      const float w = weights[i];
-      const float fl = static_cast<float>(l);
-      sum_l += w * fl;
-      sum_l2 += w * fl * fl;
-      sum_xl += w * fl * x[i];
+      for (int k = 0; k < K; ++k) {
+        const float xi = xt[i * K + k];
+        const int l = clamp_level(nearest_int(iscale[k] * (xi - min[k])), 0, nmax);
+        Laux[i * K + k] = static_cast<uint8_t>(l);
+        const float w = wt[i * K + k];
+        const float fl = static_cast<float>(l);
+        sum_l[k] += w * fl;
+        sum_l2[k] += w * fl * fl;
+        sum_xl[k] += w * fl * xi;
+      }
     }
-    const float D = sum_w * sum_l2 - sum_l * sum_l;
-    if (D > 0) {
-      float this_scale = (sum_w * sum_xl - sum_x * sum_l) / D;
-      float this_min = (sum_l2 * sum_x - sum_l * sum_xl) / D;
-      if (this_min > 0) {
-        this_min = 0;
-        this_scale = sum_xl / sum_l2;
+    for (int k = 0; k < K; ++k) {
+      const float D = sum_w[k] * sum_l2[k] - sum_l[k] * sum_l[k];
+      solvable[k] = D > 0;
+      this_scale[k] = (sum_w[k] * sum_xl[k] - sum_x[k] * sum_l[k]) / D;
+      this_min[k] = (sum_l2[k] * sum_x[k] - sum_l[k] * sum_xl[k]) / D;
+      if (this_min[k] > 0) {
+        this_min[k] = 0;
+        this_scale[k] = sum_xl[k] / sum_l2[k];
       }
-      float cur_error = 0;
-      for (int i = 0; i < n; ++i) {
-        float diff = this_scale * static_cast<float>(Laux[i]) + this_min - x[i];
+      cur_error[k] = 0;
+    }
+    for (int i = 0; i < n; ++i) {
+      for (int k = 0; k < K; ++k) {
+        float diff = this_scale[k] * static_cast<float>(Laux[i * K + k]) + this_min[k] - xt[i * K + k];
         diff = use_mad ? std::fabs(diff) : diff * diff;
-        cur_error += weights[i] * diff;
+        cur_error[k] += wt[i * K + k] * diff;
       }
-      if (cur_error < best_error) {
-        std::memcpy(L, Laux, static_cast<size_t>(n));
-        best_error = cur_error;
-        scale = this_scale;
-        min = this_min;
-      }
+    }
+    for (int k = 0; k < K; ++k) {
+      if (flat[k] || !solvable[k] || !(cur_error[k] < best_error[k])) continue;
+      for (int i = 0; i < n; ++i) Lt[i * K + k] = Laux[i * K + k];
+      best_error[k] = cur_error[k];
+      scale[k] = this_scale[k];
+      min[k] = this_min[k];
     }
   }
-  *the_min = -min;
-  return scale;
+  for (int k = 0; k < K; ++k) {
+    for (int i = 0; i < n; ++i) L[k * n + i] = flat[k] ? uint8_t{0} : Lt[i * K + k];
+    if (flat[k]) scale[k] = 0.0f;
+    the_min[k] = -min[k];
+    scale_out[k] = scale[k];
+  }
 }
 
-int best_index_int8(int n, const int8_t* val, float x) {
-  if (x <= val[0]) return 0;
-  if (x >= val[n - 1]) return n - 1;
-  int ml = 0, mu = n - 1;
-  while (mu - ml > 1) {
-    const int mav = (ml + mu) / 2;
-    if (x < val[mav]) {
-      mu = mav;
-    } else {
-      ml = mav;
-    }
-  }
-  return x - val[mu - 1] < val[mu] - x ? mu - 1 : mu;
-}
+template void make_qkx2_quants_lanes<8>(int, int, const float*, const float*, uint8_t*, float*, float*, float, float,
+                                        int, bool);
+template void make_qkx2_quants_lanes<16>(int, int, const float*, const float*, uint8_t*, float*, float*, float,
+                                         float, int, bool);
 
 }  // namespace qkv::quant

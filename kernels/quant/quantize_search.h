@@ -38,15 +38,30 @@ float make_qx_quants(int n, int nmax, const float* x, int8_t* L);
 // make_q3_quants with do_rmse). L[i] = level + nmax.
 float make_q3_quants(int n, int nmax, const float* x, int8_t* L);
 
-// Asymmetric levels in [0, nmax] with a min <= 0: tries nstep + 1 scales
-// (rmin + rdelta * is + nmax) / (max - min) and keeps the least weighted
-// error (absolute if use_mad, else squared). *the_min receives -min. Returns
-// the scale. Laux is scratch of n bytes (ggml's make_qkx2_quants).
-float make_qkx2_quants(int n, int nmax, const float* x, const float* weights, uint8_t* L, float* the_min,
-                       uint8_t* Laux, float rmin, float rdelta, int nstep, bool use_mad);
+// Asymmetric levels in [0, nmax] with a min <= 0 for K independent groups of
+// n <= 32 values (group k at x + k * n, its weights at weights + k * n): each
+// tries nstep + 1 scales (rmin + rdelta * is + nmax) / (max - min) and keeps
+// the least weighted error (absolute if use_mad, else squared). L[k * n + i]
+// receives the levels, the_min[k] -min, scale[k] the scale (ggml's
+// make_qkx2_quants on each group). The groups run interleaved: each search is
+// a chain of dependent float sums, and K chains side by side overlap where one
+// alone waits on every addition (Q4_K/Q5_K: 8 groups, Q2_K: 16; Q2_K
+// quantizes tinystories-3M in 0.10 s of CPU instead of 0.19 s one group at a time).
+template <int K>
+void make_qkx2_quants_lanes(int n, int nmax, const float* x, const float* weights, uint8_t* L, float* the_min,
+                            float* scale, float rmin, float rdelta, int nstep, bool use_mad);
 
-// Index of the entry of the sorted table val[0..n) nearest to x (ties to the
-// upper one; ggml's best_index_int8).
-int best_index_int8(int n, const int8_t* val, float x);
+// Index of the entry of the strictly increasing table val[0..n) nearest to x
+// (ties to the upper one; NaN gives n - 1), the answer of ggml's
+// best_index_int8. ggml bisects; counting the entries <= x finds the same
+// bracket val[mu - 1] <= x < val[mu] without branches (the IQ4 searches call
+// this 16 times per value, and mispredicted bisection steps dominated them).
+inline int best_index_int8(int n, const int8_t* val, float x) {
+  if (x <= val[0]) return 0;
+  if (!(x < val[n - 1])) return n - 1;  // NaN included
+  int mu = 0;
+  for (int i = 0; i < n; ++i) mu += x >= static_cast<float>(val[i]);
+  return x - val[mu - 1] < val[mu] - x ? mu - 1 : mu;
+}
 
 }  // namespace qkv::quant
