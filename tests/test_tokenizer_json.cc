@@ -128,6 +128,13 @@ TEST_CASE("tokenizer.json: the model's vocabulary size pads the file's ids") {
   CHECK(t.decode(std::vector<int32_t>{15}).empty());
   CHECK(t.encode("abc", false, false) == std::vector<int32_t>{5});
   CHECK(throws_with([&] { Tokenizer::load(path, 5); }, "more than the model's vocabulary of 5"));
+  // ByteLevel with use_regex: GPT-2's split ("abc", " ", " abc").
+  std::string gpt2 = byte_level(false);
+  const std::string split = R"({"type": "Split", "pattern": {"Regex": " ?\\p{L}+"}, "behavior": "Isolated", "invert": false},)";
+  REQUIRE(gpt2.find(split) != std::string::npos);
+  gpt2.erase(gpt2.find(split), split.size());
+  gpt2.replace(gpt2.find(R"("use_regex": false)"), 18, R"("use_regex": true)");
+  CHECK(Tokenizer::load(tmp.write("gpt2.json", gpt2)).encode("abc  abc", false, false) == std::vector<int32_t>{5, 3, 3, 5});
   // Recognized by its first bytes without the .json suffix.
   CHECK(Tokenizer::load(tmp.write("tokenizer-file", byte_level(false))).vocab_size() == 10);
 }

@@ -27,8 +27,6 @@ constexpr int64_t kMaxVocab = int64_t(1) << 24;
 constexpr uint64_t kMaxJsonBytes = uint64_t(1) << 30;
 constexpr int kMaxDepth = 64;  // real files nest 5 deep; bounds the parser's recursion
 
-// GPT-2's split, which a ByteLevel pre-tokenizer with use_regex applies.
-const char* const kByteLevelRegex = R"re('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S))re";
 
 std::string read_text(const std::string& path, const char* what) {
   std::ifstream in(path, std::ios::binary | std::ios::ate);
@@ -155,7 +153,7 @@ bool add_pre_tokenizer(const Reader& r, const json& p, PreTokenizerSpec* spec) {
     QKV_CHECK(!r.boolean(p, "add_prefix_space", false, "ByteLevel"), "tokenizer file '", r.path,
               "': pre-tokenizer ByteLevel with add_prefix_space true is not supported");
     if (r.boolean(p, "use_regex", true, "ByteLevel")) {
-      spec->patterns.push_back(kByteLevelRegex);
+      spec->patterns.push_back(find_pre_tokenizer("gpt-2").patterns.at(0));  // GPT-2's split
       spec->behaviors.push_back(SplitBehavior::kIsolated);
     }
     return true;
