@@ -196,7 +196,10 @@ TEST_CASE("tokenizer.json: malformed files give clear errors") {
   CHECK(fails(R"({"model": {"type": "BPE", "vocab": {"a": -1}, "merges": []}})", "is outside"));
   CHECK(fails(R"({"model": {"type": "BPE", "vocab": {"a": 1e12}, "merges": []}})", "is not an integer"));
   CHECK(fails(R"({"model": {"type": "BPE", "vocab": {"a": 99999999999}, "merges": []}})", "is outside"));
-  CHECK(fails(R"({"model": {"type": "BPE", "vocab": {"a": 0, "b": 2}, "merges": []}})", "id 1 has no token"));
+  CHECK(fails(R"({"model": {"type": "BPE", "vocab": {"a": 0, "b": 2}, "merges": []}})", "is past the 2 tokens"));
+  CHECK(fails(R"({"model": {"type": "BPE", "vocab": {"a": 16777215}, "merges": []}})", "is past the 1 tokens"));
+  CHECK(fails(R"({"model": {"type": "BPE", "vocab": {"a": 0, "b": 2}, "merges": []},
+                  "added_tokens": [{"id": 2, "content": "b"}]})", "id 1 has no token"));
   CHECK(fails(R"({"model": {"type": "BPE", "vocab": {"a": 0, "b": 0}, "merges": []}})", "given to two tokens"));
   CHECK(fails(R"({"model": {"type": "BPE", "vocab": {"a": 0}}})", "has no 'merges'"));
   CHECK(fails(R"({"model": {"type": "BPE", "vocab": {"a": 0}, "merges": {}}})", "model.merges is not an array"));

@@ -44,6 +44,9 @@ const fixed = [
   "!!!???...,,,;;;:::", "----====____****", "((()))[[[]]]{{{}}}", "~`@#$%^&*+=|\\/", "…—–‘’“”«»",
   "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", "ab".repeat(40), " ".repeat(33), "\n".repeat(17),
   " \t".repeat(12), "CamelCaseIdentifierHTTPServer", "snake_case_identifier__x", "MIXED case WoRdS",
+  // Llama 3 tokens that its merges alone do not build (ignore_merges takes each whole).
+  " việc hợp nhiều điều jeho Việt ngoài nhiên biệt nhiệm nhanh hiểu biểu", "ektedir ıldı mektedir lardan iyordu",
+  " ایران اطلاعات .:.:.:.:.:.:.:.: değiş ulaş oluştur geliş каждый характер даже практи культу розвит вироб",
 ];
 
 const parts = {

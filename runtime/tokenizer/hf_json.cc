@@ -249,9 +249,17 @@ Tokenizer Tokenizer::from_hf_json(const std::string& path, int64_t vocab_size) {
   const json& vocab = r.get(model, "vocab", "model");
   QKV_CHECK(vocab.is_object(), "tokenizer file '", path, "': model.vocab is not an object");
   QKV_CHECK(int64_t(vocab.size()) <= kMaxVocab, "tokenizer file '", path, "': ", vocab.size(), " tokens, too many");
+  const json* added = r.find(j, "added_tokens");
+  QKV_CHECK(!added || added->is_array(), "tokenizer file '", path, "': added_tokens is not an array");
+  QKV_CHECK(!added || int64_t(added->size()) <= kMaxVocab, "tokenizer file '", path, "': too many added_tokens");
+  // Ids run 0..n-1 without gaps, so none is past the number of entries (this
+  // bounds the tables before any is allocated).
+  const size_t entries = vocab.size() + (added ? added->size() : 0);
   std::vector<std::string> pieces;
   std::vector<bool> assigned, in_model;
   auto place = [&](int32_t id, const std::string& text, const char* what) {
+    QKV_CHECK(size_t(id) < entries, "tokenizer file '", path, "': id ", id, " of '", text, "' (", what,
+              ") is past the ", entries, " tokens the file lists");
     if (size_t(id) >= pieces.size()) {
       pieces.resize(size_t(id) + 1);
       assigned.resize(size_t(id) + 1, false);
@@ -271,9 +279,7 @@ Tokenizer Tokenizer::from_hf_json(const std::string& path, int64_t vocab_size) {
   }
   std::vector<int32_t> added_type(pieces.size(), 0);
   std::vector<uint8_t> strip;
-  if (const json* added = r.find(j, "added_tokens")) {
-    QKV_CHECK(added->is_array(), "tokenizer file '", path, "': added_tokens is not an array");
-    QKV_CHECK(int64_t(added->size()) <= kMaxVocab, "tokenizer file '", path, "': too many added_tokens");
+  if (added) {
     for (const json& a : *added) {
       const int32_t id = r.id(r.get(a, "id", "an added token"), "added_tokens[].id");
       const std::string text = r.string(r.get(a, "content", "an added token"), "added_tokens[].content");
