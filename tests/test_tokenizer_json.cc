@@ -232,3 +232,32 @@ TEST_CASE("tokenizer.json: malformed files give clear errors") {
   CHECK(fails(with(R"("special": false)", R"("special": "no")"), "special is not a bool"));
   CHECK(throws_with([&] { Tokenizer::from_hf_json((tmp.dir / "missing.json").string()); }, "cannot open"));
 }
+
+TEST_CASE("tokenizer.json: every truncation and random byte changes load or fail with qkv::Error") {
+  TempDir tmp;
+  const std::string good = byte_level(true);
+  const std::string path = (tmp.dir / "mut.json").string();
+  int other = 0, loaded = 0;
+  auto attempt = [&](const std::string& text) {
+    tmp.write("mut.json", text);
+    try {
+      const Tokenizer t = Tokenizer::load(path);
+      t.encode("abc abc <x>", false, false, true);
+      ++loaded;
+    } catch (const Error&) {
+    } catch (const std::exception& e) {
+      if (other++ < 5) MESSAGE("not a qkv::Error: ", e.what(), " for ", text);
+    }
+  };
+  for (size_t n = 0; n < good.size(); n += 7) attempt(good.substr(0, n));
+  uint32_t seed = 20261202;
+  auto next = [&] { return seed = seed * 1664525u + 1013904223u; };
+  const std::string alphabet = "{}[]\":,0123456789-.e truefalsnul\\\x80\xFF";
+  for (int i = 0; i < 400; ++i) {
+    std::string s = good;
+    for (int k = 0; k < 1 + int(next() % 3); ++k) s[next() % s.size()] = alphabet[next() % alphabet.size()];
+    attempt(s);
+  }
+  CHECK(other == 0);
+  CHECK(loaded > 0);  // some changes (inside strings) leave a valid file
+}
