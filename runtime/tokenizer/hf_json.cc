@@ -107,7 +107,9 @@ struct Reader {
               v.dump(), " is outside 0..", kMaxVocab - 1);
     return static_cast<int32_t>(v.get<int64_t>());
   }
-  std::string type(const json& v, const char* where) const { return string(get(v, "type", where), std::string(where) + ".type"); }
+  std::string type(const json& v, const char* where) const {
+    return string(get(v, "type", where), std::string(where) + ".type");
+  }
   [[noreturn]] void unsupported(const char* component, const std::string& type, const char* supported) const {
     fail("tokenizer file '", path, "': ", component, " '", type, "' is not supported (qkv reads ", supported, ")");
   }
@@ -290,7 +292,9 @@ Tokenizer Tokenizer::from_hf_json(const std::string& path, int64_t vocab_size) {
       added_type.resize(pieces.size(), 0);
       strip.resize(pieces.size(), 0);
       added_type[id] = r.boolean(a, "special", false, "added_tokens[]") ? kControl : kUserDefined;
-      strip[id] = uint8_t(r.boolean(a, "lstrip", false, "added_tokens[]") | r.boolean(a, "rstrip", false, "added_tokens[]") << 1);
+      const bool lstrip = r.boolean(a, "lstrip", false, "added_tokens[]");
+      const bool rstrip = r.boolean(a, "rstrip", false, "added_tokens[]");
+      strip[id] = uint8_t((lstrip ? 1 : 0) | (rstrip ? 2 : 0));
     }
   }
   const int64_t n = static_cast<int64_t>(pieces.size());
@@ -334,7 +338,9 @@ Tokenizer Tokenizer::from_hf_json(const std::string& path, int64_t vocab_size) {
     }
     fail("tokenizer file '", path, "': ", what, " '", text, "' is not a token");
   };
-  if (const json* u = r.find(model, "unk_token")) options.unk_id = find_id(r.string(*u, "model.unk_token"), "unk_token");
+  if (const json* u = r.find(model, "unk_token")) {
+    options.unk_id = find_id(r.string(*u, "model.unk_token"), "unk_token");
+  }
 
   std::vector<int32_t> types(n, kNormal);
   for (int64_t i = 0; i < n; ++i) {
@@ -406,7 +412,8 @@ bool Tokenizer::is_hf_json(const std::string& path) {
   FILE* f = std::fopen(path.c_str(), "rb");
   if (!f) return false;
   char head[2] = {};
-  const bool ok = std::fread(head, 1, 2, f) == 2 && head[0] == '{' && head[1] != '\0' && std::strchr("\"\n\r \t", head[1]);
+  const bool ok =
+      std::fread(head, 1, 2, f) == 2 && head[0] == '{' && head[1] != '\0' && std::strchr("\"\n\r \t", head[1]);
   std::fclose(f);
   return ok;
 }
