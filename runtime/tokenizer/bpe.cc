@@ -189,8 +189,14 @@ void BpeModel::encode_word(const std::string& word, std::vector<int32_t>* out) c
   }
 }
 
-void BpeModel::encode(const std::string& raw, std::vector<int32_t>* out) const {
-  const std::string text = normalize(options_.normalizer, pre_.spec().nfc ? nfc(raw) : raw);
+void BpeModel::encode(const std::string& raw, std::vector<int32_t>* out, bool at_start) const {
+  std::string text = normalize(options_.normalizer, pre_.spec().nfc ? nfc(raw) : raw);
+  if (const std::string& ms = options_.metaspace; !ms.empty()) {
+    text = replace_all(text, " ", ms);
+    const bool prepend = options_.metaspace_prepend == BpeOptions::Prepend::kAlways ||
+                         (options_.metaspace_prepend == BpeOptions::Prepend::kFirst && at_start);
+    if (prepend && !text.empty() && text.compare(0, ms.size(), ms) != 0) text = ms + text;
+  }
   std::string word;
   for (const auto& [off, len] : pre_.split(text)) {
     if (!options_.byte_level) {

@@ -39,6 +39,11 @@ struct BpeOptions {
   bool byte_fallback = false;  // a symbol that is no token becomes its bytes' <0xNN> tokens
   int32_t unk_id = -1;         // else this token, when there is one
   bool fuse_unk = false;       // consecutive unknown symbols give one unknown token
+  // Hugging Face's Metaspace pre-tokenizer (before the split patterns): spaces
+  // become `metaspace`, which is prepended to text not starting with it
+  // (kFirst: only to the text at the start of the input).
+  std::string metaspace;
+  enum class Prepend { kNever, kAlways, kFirst } metaspace_prepend = Prepend::kNever;
 };
 
 class BpeModel {
@@ -54,8 +59,9 @@ class BpeModel {
   bool byte_level() const { return options_.byte_level; }
   const std::string& pre_name() const { return pre_name_; }
   const std::vector<std::string>& merges() const { return merges_; }
-  // Plain text (no special tokens in it) -> ids appended to out.
-  void encode(const std::string& text, std::vector<int32_t>* out) const;
+  // Plain text (no special tokens in it) -> ids appended to out; at_start:
+  // the text begins the input (not after a special token).
+  void encode(const std::string& text, std::vector<int32_t>* out, bool at_start = true) const;
 
  private:
   void encode_word(const std::string& word, std::vector<int32_t>* out) const;

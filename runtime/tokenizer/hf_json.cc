@@ -1,7 +1,8 @@
 // Hugging Face tokenizer.json (and the tokenizer_config.json beside it) as a
 // qkv Tokenizer. The model must be BPE: byte-level when the pre-tokenizer has
 // a ByteLevel step (Llama 3, Qwen, GPT-2), SentencePiece-style otherwise
-// (Gemma: spaces replaced by "▁", byte fallback). Split regexes run on PCRE2
+// (Gemma: spaces replaced by "▁" by a normalizer or a Metaspace
+// pre-tokenizer, byte fallback). Split regexes run on PCRE2
 // as written in the file. Every component qkv does not implement is an error
 // naming it, so a file is either tokenized as Hugging Face does or refused.
 #include <algorithm>
@@ -173,7 +174,28 @@ bool add_pre_tokenizer(const Reader& r, const json& p, PreTokenizerSpec* spec) {
     spec->behaviors.push_back(b);
     return false;
   }
-  r.unsupported("pre-tokenizer", type, "Split, ByteLevel and Sequence");
+  if (type == "Metaspace") r.unsupported("pre-tokenizer", "Metaspace inside a Sequence", "Metaspace alone");
+  r.unsupported("pre-tokenizer", type, "Split, ByteLevel, Metaspace and Sequence");
+}
+
+// Metaspace, as the whole pre-tokenizer (its replacement runs before any split).
+void read_metaspace(const Reader& r, const json& p, BpeOptions* o) {
+  o->metaspace = r.string(r.get(p, "replacement", "Metaspace"), "Metaspace.replacement");
+  if (o->metaspace != kSpaceMark) r.unsupported("Metaspace replacement", o->metaspace, "\u2581");
+  std::string scheme = "always";
+  if (const json* s = r.find(p, "prepend_scheme")) {
+    scheme = r.string(*s, "Metaspace.prepend_scheme");
+  } else if (!r.boolean(p, "add_prefix_space", true, "Metaspace")) {
+    scheme = "never";
+  }
+  if (scheme == "always") o->metaspace_prepend = BpeOptions::Prepend::kAlways;
+  else if (scheme == "first") o->metaspace_prepend = BpeOptions::Prepend::kFirst;
+  else if (scheme == "never") o->metaspace_prepend = BpeOptions::Prepend::kNever;
+  else r.unsupported("Metaspace prepend_scheme", scheme, "always, first and never");
+  if (r.boolean(p, "split", true, "Metaspace")) {
+    o->pre.patterns.push_back(literal_pattern(o->metaspace));
+    o->pre.behaviors.push_back(SplitBehavior::kMergedWithNext);
+  }
 }
 
 // The decoder only needs to be one qkv's decoding reproduces.
@@ -184,10 +206,10 @@ void check_decoder(const Reader& r, const json& d) {
     for (const json& step : list) check_decoder(r, step);
     return;
   }
-  for (const char* known : {"ByteLevel", "Replace", "ByteFallback", "Fuse", "Strip"}) {
+  for (const char* known : {"ByteLevel", "Replace", "ByteFallback", "Fuse", "Strip", "Metaspace"}) {
     if (type == known) return;
   }
-  r.unsupported("decoder", type, "ByteLevel, Replace, ByteFallback, Fuse, Strip and Sequence");
+  r.unsupported("decoder", type, "ByteLevel, Replace, ByteFallback, Fuse, Strip, Metaspace and Sequence");
 }
 
 // TemplateProcessing's "single": whether it starts / ends with a special token, and which.
@@ -326,7 +348,13 @@ Tokenizer Tokenizer::from_hf_json(const std::string& path, int64_t vocab_size) {
   options.pre.names = {"tokenizer.json"};
   if (const json* nz = r.find(j, "normalizer")) add_normalizer(r, *nz, &options.normalizer);
   options.byte_level = false;
-  if (const json* p = r.find(j, "pre_tokenizer")) options.byte_level = add_pre_tokenizer(r, *p, &options.pre);
+  if (const json* p = r.find(j, "pre_tokenizer")) {
+    if (p->is_object() && p->value("type", json()) == "Metaspace") {
+      read_metaspace(r, *p, &options);
+    } else {
+      options.byte_level = add_pre_tokenizer(r, *p, &options.pre);
+    }
+  }
   if (const json* d = r.find(j, "decoder")) check_decoder(r, *d);
   options.pre.ignore_merges = r.boolean(model, "ignore_merges", false, "model");
   options.byte_fallback = r.boolean(model, "byte_fallback", false, "model");
@@ -381,6 +409,9 @@ Tokenizer Tokenizer::from_hf_json(const std::string& path, int64_t vocab_size) {
   t.add_space_prefix_ = false;
   for (const NormalizerStep& s : options.normalizer) {
     if (s.kind == NormalizerStep::kPrepend && s.to == kSpaceMark) t.add_space_prefix_ = true;
+  }
+  if (options.metaspace == kSpaceMark && options.metaspace_prepend != BpeOptions::Prepend::kNever) {
+    t.add_space_prefix_ = true;
   }
   const std::string first = post.first, last = post.last;
   t.add_bos_ = c.boolean(config, "add_bos_token", !first.empty(), "tokenizer_config");

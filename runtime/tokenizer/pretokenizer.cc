@@ -138,6 +138,7 @@ std::vector<std::pair<size_t, size_t>> PreTokenizer::split(const std::string& te
     for (const auto& [off, len] : pieces) {
       const auto* subject = reinterpret_cast<PCRE2_SPTR>(text.data() + off);
       size_t pos = 0, start = 0;  // pos: end of the last piece emitted; start: where to search
+      size_t last_end = std::string::npos;  // end of the last match
       while (start < len) {
         const int rc = pcre2_match(c->code, subject, len, start, 0, md, nullptr);
         if (rc == PCRE2_ERROR_NOMATCH) break;
@@ -157,14 +158,18 @@ std::vector<std::pair<size_t, size_t>> PreTokenizer::split(const std::string& te
           next.emplace_back(off + pos, e - pos);
           pos = e;
         } else if (behavior == SplitBehavior::kMergedWithNext) {
-          if (b > pos) next.emplace_back(off + pos, b - pos);
-          pos = b;  // the match starts the next piece
+          // The match starts the next piece, unless it continues the match
+          // before it (a run of matches stays in one piece, as Hugging Face's split keeps it).
+          if (b != last_end) {
+            if (b > pos) next.emplace_back(off + pos, b - pos);
+            pos = b;
+          }
         } else {
           if (b > pos) next.emplace_back(off + pos, b - pos);
           next.emplace_back(off + b, e - b);
           pos = e;
         }
-        start = e;
+        start = last_end = e;
       }
       if (pos < len) next.emplace_back(off + pos, len - pos);
     }

@@ -17,7 +17,8 @@
 namespace qkv {
 
 // What a split keeps of a pattern's matches (Hugging Face's Split behaviours):
-// a piece of its own, glued to the text before it, or to the text after it.
+// a piece of its own, glued to the text before it, or to the text after it
+// (a run of adjacent matches then stays together).
 enum class SplitBehavior { kIsolated, kMergedWithPrevious, kMergedWithNext };
 
 // One row of the table (or a tokenizer.json's pre-tokenizer).
