@@ -92,7 +92,7 @@ void Tokenizer::build_index(const std::string& where) {
     switch (types_[i]) {
       case kNormal:
         mergeable[i] = true;
-        if (bpe_) {
+        if (byte_level()) {
           if (!bpe_decode_bytes(p, &decoded_[i])) decoded_[i] = p;  // not byte-encoded: as written
         } else {
           decoded_[i] = unescape_spaces(p);
@@ -100,7 +100,7 @@ void Tokenizer::build_index(const std::string& where) {
         break;
       case kUserDefined:
         mergeable[i] = true;
-        decoded_[i] = bpe_ ? p : unescape_spaces(p);
+        decoded_[i] = byte_level() ? p : unescape_spaces(p);
         break;
       case kByte: {
         const int b = parse_byte_piece(p);
@@ -113,7 +113,7 @@ void Tokenizer::build_index(const std::string& where) {
         break;  // decodes to nothing
       case kUnknown:
       case kUnused:
-        decoded_[i] = bpe_ ? p : unescape_spaces(p);
+        decoded_[i] = byte_level() ? p : unescape_spaces(p);
         break;
       default:
         fail("tokenizer '", where, "': token ", i, " has unknown type ", types_[i]);
@@ -157,6 +157,10 @@ void Tokenizer::build_special(const std::string& general_name, int32_t eot_id, i
     s.always = type == kUserDefined;
     // Phi-3: special tokens swallow the white space after them, except <unk>, <s>, <|endoftext|>.
     s.rstrip = phi3 && s.text != "<unk>" && s.text != "<s>" && s.text != "<|endoftext|>";
+    if (i < strip_.size()) {
+      s.lstrip = s.lstrip || (strip_[i] & 1);
+      s.rstrip = s.rstrip || (strip_[i] & 2);
+    }
     special.push_back(std::move(s));
   }
   special_ = std::make_shared<const SpecialTokens>(std::move(special));
@@ -167,6 +171,8 @@ const std::vector<std::string>& Tokenizer::bpe_merges() const {
   return bpe_ ? bpe_->merges() : none;
 }
 std::string Tokenizer::bpe_pre() const { return bpe_ ? bpe_->pre_name() : std::string(); }
+
+bool Tokenizer::byte_level() const { return bpe_ && bpe_->byte_level(); }
 
 bool Tokenizer::is_eog(int32_t id) const { return std::binary_search(eog_.begin(), eog_.end(), id); }
 
@@ -185,7 +191,7 @@ std::vector<int32_t> Tokenizer::encode(const std::string& text, bool bos, bool e
     }
     const std::string piece = text.substr(f.offset, f.length);
     if (bpe_) {
-      bpe_->encode(piece, &out);
+      bpe_->encode(piece, &out, f.offset == 0);
     } else {
       spm_->encode((add_space_prefix_ && after_special ? kSpaceMark : std::string()) + escape_spaces(piece), &out);
     }
@@ -200,7 +206,7 @@ void Tokenizer::check_id(int32_t id) const {
 }
 
 bool Tokenizer::drops_prefix_space(bool first, int32_t token) const {
-  if (bpe_ || !add_space_prefix_ || !first || types_[token] == kByte) return false;
+  if (byte_level() || !add_space_prefix_ || !first || types_[token] == kByte) return false;
   const std::string& text = decoded_[token];
   return !text.empty() && text[0] == ' ';
 }

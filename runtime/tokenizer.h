@@ -8,6 +8,8 @@
 //   to a space, byte tokens to raw bytes, and drops that prepended space.
 // - Byte-level BPE (tokenizer.ggml.model "gpt2"): Llama 3, Qwen, GPT-2,
 //   StarCoder, DeepSeek, ... with the named pre-tokenizer of tokenizer.ggml.pre.
+// - A Hugging Face tokenizer.json BPE (runtime/tokenizer/hf_json.cc): byte-level
+//   or SentencePiece-style, with the file's own split regexes and normalizer.
 //
 // Special tokens (control, user-defined) are cut out of the text first and
 // never split: user-defined ones always, control ones only with parse_special.
@@ -45,7 +47,14 @@ class Tokenizer {
   static Tokenizer from_bpe(std::vector<std::string> tokens, std::vector<int32_t> types,
                             const std::vector<std::string>& merges, const std::string& pre, int32_t bos_id,
                             int32_t eos_id, const std::string& where = "tokenizer");
-  // A GGUF file when it starts with "GGUF", else a llama2.c tokenizer.bin.
+  // Hugging Face tokenizer.json (BPE models), with tokenizer_config.json from
+  // the same directory when present (bos_token, eos_token, add_bos_token,
+  // add_eos_token, chat_template). vocab_size > the file's tokens: the ids
+  // past them are unused padding (models pad their embeddings).
+  static Tokenizer from_hf_json(const std::string& path, int64_t vocab_size = -1);
+  // Whether path names a tokenizer.json (".json", or starts with "{").
+  static bool is_hf_json(const std::string& path);
+  // A GGUF file when it starts with "GGUF", a tokenizer.json, else a llama2.c tokenizer.bin.
   static Tokenizer load(const std::string& path, int64_t vocab_size = -1);
   // From pieces (SentencePiece form), scores and types; ids as given. Validates.
   static Tokenizer from_pieces(std::vector<std::string> pieces, std::vector<float> scores,
@@ -73,6 +82,9 @@ class Tokenizer {
   bool add_bos() const { return add_bos_; }  // GGUF tokenizer.ggml.add_bos_token (SentencePiece default true)
   bool add_eos() const { return add_eos_; }  // GGUF tokenizer.ggml.add_eos_token (default false)
   bool is_bpe() const { return bpe_ != nullptr; }
+  // tokenizer_config.json's chat_template (tokenizer.json loads only; GGUF
+  // files keep theirs in tokenizer.chat_template).
+  const std::string& chat_template() const { return chat_template_; }
   // Byte-level BPE only (empty otherwise): the merges in rank order and tokenizer.ggml.pre.
   const std::vector<std::string>& bpe_merges() const;
   std::string bpe_pre() const;
@@ -92,6 +104,7 @@ class Tokenizer {
   // and texts (general_name: Phi-3 vocabularies strip spaces after special tokens).
   void build_special(const std::string& general_name, int32_t eot_id, int32_t eom_id);
   void check_id(int32_t id) const;
+  bool byte_level() const;  // token texts are byte-encoded (byte-level BPE)
   // Whether a decoded piece loses its leading space after token prev (SentencePiece's prefix).
   bool drops_prefix_space(bool first, int32_t token) const;
 
@@ -104,6 +117,8 @@ class Tokenizer {
   bool add_bos_ = true, add_eos_ = false;
   bool add_space_prefix_ = true;  // SentencePiece's dummy prefix
   std::vector<int32_t> eog_;
+  std::vector<uint8_t> strip_;  // per token: 1 lstrip, 2 rstrip (tokenizer.json added tokens); may be short
+  std::string chat_template_;
   std::shared_ptr<const SpmModel> spm_;
   std::shared_ptr<const BpeModel> bpe_;
   std::shared_ptr<const SpecialTokens> special_;

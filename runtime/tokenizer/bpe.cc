@@ -3,6 +3,7 @@
 #include "kernels/error.h"
 #include "runtime/tokenizer/merge.h"
 #include "runtime/tokenizer/normalize.h"
+#include "runtime/tokenizer/vocab_text.h"
 
 namespace qkv {
 
@@ -86,9 +87,25 @@ bool bpe_decode_bytes(const std::string& piece, std::string* out) {
   return true;
 }
 
+namespace {
+
+BpeOptions named_options(const std::string& pre) {
+  BpeOptions o;
+  o.pre = find_pre_tokenizer(pre);
+  return o;
+}
+
+}  // namespace
+
 BpeModel::BpeModel(const std::vector<std::string>& pieces, const std::vector<bool>& mergeable,
                    const std::vector<std::string>& merges, const std::string& pre, const std::string& where)
-    : pre_(find_pre_tokenizer(pre)), pre_name_(pre), merges_(merges) {
+    : BpeModel(pieces, mergeable, merges, named_options(pre), where) {
+  pre_name_ = pre;
+}
+
+BpeModel::BpeModel(const std::vector<std::string>& pieces, const std::vector<bool>& mergeable,
+                   const std::vector<std::string>& merges, BpeOptions options, const std::string& where)
+    : options_(std::move(options)), pre_(options_.pre), pre_name_(options_.pre.names.front()), merges_(merges) {
   QKV_CHECK(mergeable.size() == pieces.size(), "tokenizer '", where, "': token flags do not match the tokens");
   ids_.reserve(pieces.size());
   for (size_t i = 0; i < pieces.size(); ++i) {
@@ -102,6 +119,36 @@ BpeModel::BpeModel(const std::vector<std::string>& pieces, const std::vector<boo
               "') is not two symbols separated by a space");
     ranks_.emplace(m, static_cast<int32_t>(r));  // the first of duplicate merges keeps its rank
   }
+  static const char kHex[] = "0123456789ABCDEF";
+  for (int b = 0; b < 256; ++b) {
+    auto it = ids_.find(std::string("<0x") + kHex[b >> 4] + kHex[b & 15] + ">");
+    byte_ids_[b] = it == ids_.end() ? -1 : it->second;
+  }
+  QKV_CHECK(options_.unk_id >= -1 && options_.unk_id < int64_t(pieces.size()), "tokenizer '", where,
+            "': unknown token id ", options_.unk_id, " is outside the vocabulary of ", pieces.size());
+}
+
+void BpeModel::encode_unknown(const std::string& key, bool* last_unk, std::vector<int32_t>* out) const {
+  if (options_.byte_level) {
+    // Its byte characters one by one (a vocabulary without one skips it, as llama.cpp does).
+    for (size_t j = 0; j < key.size();) {
+      const size_t n = static_cast<unsigned char>(key[j]) < 0x80 ? 1 : 2;
+      auto b = ids_.find(key.substr(j, n));
+      if (b != ids_.end()) out->push_back(b->second);
+      j += n;
+    }
+    return;
+  }
+  bool all_bytes = options_.byte_fallback;
+  for (char c : key) all_bytes = all_bytes && byte_ids_[static_cast<unsigned char>(c)] >= 0;
+  if (all_bytes) {
+    for (char c : key) out->push_back(byte_ids_[static_cast<unsigned char>(c)]);
+    *last_unk = false;
+    return;
+  }
+  if (options_.unk_id < 0) return;  // no unknown token: dropped, as Hugging Face's BPE drops it
+  if (!(options_.fuse_unk && *last_unk)) out->push_back(options_.unk_id);
+  *last_unk = true;
 }
 
 void BpeModel::encode_word(const std::string& word, std::vector<int32_t>* out) const {
@@ -113,8 +160,11 @@ void BpeModel::encode_word(const std::string& word, std::vector<int32_t>* out) c
     }
   }
   // Each symbol starts as one byte character (one or two UTF-8 bytes).
-  std::vector<MergeSymbol> sym = merge_symbols(
-      0, word.size(), [&](size_t i) { return static_cast<unsigned char>(word[i]) < 0x80 ? size_t(1) : size_t(2); });
+  // SentencePiece-style: one UTF-8 character (a byte that starts none: itself).
+  std::vector<MergeSymbol> sym = merge_symbols(0, word.size(), [&](size_t i) {
+    if (!options_.byte_level) return utf8_char_length(word, i);
+    return static_cast<unsigned char>(word[i]) < 0x80 ? size_t(1) : size_t(2);
+  });
   if (sym.empty()) return;
   std::string key;
   merge_all(sym, [&](const MergeSymbol& l, const MergeSymbol& r, double* p) {
@@ -126,27 +176,33 @@ void BpeModel::encode_word(const std::string& word, std::vector<int32_t>* out) c
     *p = -double(it->second);  // lowest rank first
     return true;
   });
+  bool last_unk = false;
   for (int64_t i = 0; i >= 0; i = sym[i].next) {
     key.assign(word, sym[i].start, sym[i].len);
     auto it = ids_.find(key);
     if (it != ids_.end()) {
       out->push_back(it->second);
+      last_unk = false;
       continue;
     }
-    // Not a token: its byte characters one by one (a vocabulary without one skips it, as llama.cpp does).
-    for (size_t j = 0; j < key.size();) {
-      const size_t n = static_cast<unsigned char>(key[j]) < 0x80 ? 1 : 2;
-      auto b = ids_.find(key.substr(j, n));
-      if (b != ids_.end()) out->push_back(b->second);
-      j += n;
-    }
+    encode_unknown(key, &last_unk, out);
   }
 }
 
-void BpeModel::encode(const std::string& raw, std::vector<int32_t>* out) const {
-  const std::string text = pre_.spec().nfc ? nfc(raw) : raw;
+void BpeModel::encode(const std::string& raw, std::vector<int32_t>* out, bool at_start) const {
+  std::string text = normalize(options_.normalizer, pre_.spec().nfc ? nfc(raw) : raw);
+  if (const std::string& ms = options_.metaspace; !ms.empty()) {
+    text = replace_all(text, " ", ms);
+    const bool prepend = options_.metaspace_prepend == BpeOptions::Prepend::kAlways ||
+                         (options_.metaspace_prepend == BpeOptions::Prepend::kFirst && at_start);
+    if (prepend && !text.empty() && text.compare(0, ms.size(), ms) != 0) text = ms + text;
+  }
   std::string word;
   for (const auto& [off, len] : pre_.split(text)) {
+    if (!options_.byte_level) {
+      encode_word(text.substr(off, len), out);
+      continue;
+    }
     word.clear();
     for (size_t i = off; i < off + len; ++i) word += bpe_byte_char(static_cast<unsigned char>(text[i]));
     encode_word(word, out);

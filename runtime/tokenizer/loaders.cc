@@ -153,6 +153,7 @@ Tokenizer Tokenizer::from_gguf(const GGUFFile& g) {
 
 Tokenizer Tokenizer::load(const std::string& path, int64_t vocab_size) {
   if (GGUFFile::has_magic(path)) return from_gguf(GGUFFile::open(path));
+  if (is_hf_json(path)) return from_hf_json(path, vocab_size);
   return from_llama2c(path, vocab_size);
 }
 

@@ -4,6 +4,8 @@
 
 #include <utf8proc.h>
 
+#include "runtime/tokenizer/vocab_text.h"
+
 namespace qkv {
 
 std::string nfc(const std::string& text) {
@@ -24,6 +26,24 @@ std::string nfc(const std::string& text) {
   std::string result(reinterpret_cast<const char*>(out), static_cast<size_t>(n));
   std::free(out);
   return result;
+}
+
+std::string normalize(const std::vector<NormalizerStep>& steps, const std::string& text) {
+  std::string s = text;
+  for (const NormalizerStep& step : steps) {
+    switch (step.kind) {
+      case NormalizerStep::kNfc:
+        s = nfc(s);
+        break;
+      case NormalizerStep::kReplace:
+        if (!step.from.empty()) s = replace_all(s, step.from, step.to);
+        break;
+      case NormalizerStep::kPrepend:
+        if (!s.empty()) s = step.to + s;
+        break;
+    }
+  }
+  return s;
 }
 
 }  // namespace qkv

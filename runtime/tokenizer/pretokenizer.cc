@@ -3,6 +3,8 @@
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
 
+#include <cstring>
+
 #include "kernels/error.h"
 
 namespace qkv {
@@ -73,12 +75,25 @@ std::vector<std::string> pre_tokenizer_names() {
   return out;
 }
 
+std::string literal_pattern(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    if (std::strchr("\\^$.|?*+()[]{}-#/ ", c) && c != '\0') out += '\\';
+    out += c;
+  }
+  return out;
+}
+
 struct PreTokenizer::Compiled {
   pcre2_code* code = nullptr;
   ~Compiled() { pcre2_code_free(code); }
 };
 
 PreTokenizer::PreTokenizer(const PreTokenizerSpec& spec) : spec_(spec) {
+  QKV_CHECK(spec_.behaviors.empty() || spec_.behaviors.size() == spec_.patterns.size(), "pre-tokenizer '",
+            spec_.names.front(), "': ", spec_.behaviors.size(), " split behaviours for ", spec_.patterns.size(),
+            " patterns");
+  spec_.behaviors.resize(spec_.patterns.size(), SplitBehavior::kIsolated);
   for (const std::string& p : spec_.patterns) {
     int err = 0;
     PCRE2_SIZE at = 0;
@@ -114,13 +129,16 @@ std::vector<std::pair<size_t, size_t>> PreTokenizer::split(const std::string& te
   if (text.empty()) return pieces;
   pieces.emplace_back(0, text.size());
   std::vector<std::pair<size_t, size_t>> next;
-  for (const auto& c : compiled_) {
+  for (size_t k = 0; k < compiled_.size(); ++k) {
+    const auto& c = compiled_[k];
+    const SplitBehavior behavior = spec_.behaviors[k];
     pcre2_match_data* md = pcre2_match_data_create_from_pattern(c->code, nullptr);
     QKV_CHECK(md, "pre-tokenizer: out of memory for match data");
     next.clear();
     for (const auto& [off, len] : pieces) {
       const auto* subject = reinterpret_cast<PCRE2_SPTR>(text.data() + off);
       size_t pos = 0, start = 0;  // pos: end of the last piece emitted; start: where to search
+      size_t last_end = std::string::npos;  // end of the last match
       while (start < len) {
         const int rc = pcre2_match(c->code, subject, len, start, 0, md, nullptr);
         if (rc == PCRE2_ERROR_NOMATCH) break;
@@ -136,9 +154,22 @@ std::vector<std::pair<size_t, size_t>> PreTokenizer::split(const std::string& te
           start = b + utf8_step(text, off + b, off + len) ;
           continue;
         }
-        if (b > pos) next.emplace_back(off + pos, b - pos);
-        next.emplace_back(off + b, e - b);
-        pos = start = e;
+        if (behavior == SplitBehavior::kMergedWithPrevious) {
+          next.emplace_back(off + pos, e - pos);
+          pos = e;
+        } else if (behavior == SplitBehavior::kMergedWithNext) {
+          // The match starts the next piece, unless it continues the match
+          // before it (a run of matches stays in one piece, as Hugging Face's split keeps it).
+          if (b != last_end) {
+            if (b > pos) next.emplace_back(off + pos, b - pos);
+            pos = b;
+          }
+        } else {
+          if (b > pos) next.emplace_back(off + pos, b - pos);
+          next.emplace_back(off + b, e - b);
+          pos = e;
+        }
+        start = last_end = e;
       }
       if (pos < len) next.emplace_back(off + pos, len - pos);
     }

@@ -9,23 +9,6 @@ namespace qkv {
 
 namespace {
 
-// Length of the UTF-8 character starting at s[i], or 1 for a byte that does
-// not start a valid sequence (it then becomes its own symbol and byte token).
-size_t utf8_char_length(const std::string& s, size_t i) {
-  const unsigned char c = static_cast<unsigned char>(s[i]);
-  size_t n;
-  if (c < 0x80) return 1;
-  if ((c & 0xE0) == 0xC0 && c >= 0xC2) n = 2;
-  else if ((c & 0xF0) == 0xE0) n = 3;
-  else if ((c & 0xF8) == 0xF0 && c <= 0xF4) n = 4;
-  else return 1;
-  if (i + n > s.size()) return 1;
-  for (size_t k = 1; k < n; ++k) {
-    if ((static_cast<unsigned char>(s[i + k]) & 0xC0) != 0x80) return 1;
-  }
-  return n;
-}
-
 // True when every "▁" in the piece belongs to its leading run of "▁"s.
 bool space_only_leading(const std::string& p) {
   size_t i = 0;

@@ -1,6 +1,7 @@
 // Small text helpers shared by the tokenizer's loaders and models.
 #pragma once
 
+#include <cstddef>
 #include <string>
 
 namespace qkv {
@@ -36,6 +37,22 @@ inline int parse_byte_piece(const std::string& p) {
   };
   const int hi = hex(p[3]), lo = hex(p[4]);
   return hi < 0 || lo < 0 ? -1 : hi * 16 + lo;
+}
+
+// The length of the UTF-8 character at s[i]; 1 for a byte that starts none.
+inline size_t utf8_char_length(const std::string& s, size_t i) {
+  const unsigned char c = static_cast<unsigned char>(s[i]);
+  size_t n;
+  if (c < 0x80) return 1;
+  if ((c & 0xE0) == 0xC0 && c >= 0xC2) n = 2;
+  else if ((c & 0xF0) == 0xE0) n = 3;
+  else if ((c & 0xF8) == 0xF0 && c <= 0xF4) n = 4;
+  else return 1;
+  if (i + n > s.size()) return 1;
+  for (size_t k = 1; k < n; ++k) {
+    if ((static_cast<unsigned char>(s[i + k]) & 0xC0) != 0x80) return 1;
+  }
+  return n;
 }
 
 }  // namespace qkv
