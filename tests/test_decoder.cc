@@ -73,7 +73,7 @@ double tolerance(DType t) {
     case DType::Q8_0: return 16.0 / 254;
     default: break;  // the suite's models are F32/F16/BF16/Q8_0
   }
-  QKV_CHECK(false, "test_decoder: no tolerance for ", dtype_name(t));
+  qkv::fail("test_decoder: no tolerance for ", qkv::dtype_name(t));
 }
 
 // The batched path (prefill, batched steps) multiplies non-F32 weights through

@@ -28,7 +28,7 @@ struct PreTokenizerSpec {
   bool nfc = false;            // normalize text to NFC first (the Hugging Face tokenizer does)
   bool ignore_merges = false;  // a piece that is a whole token is taken as is (Llama 3)
   bool add_bos = false;        // BOS by default when the file has no add_bos_token key
-  std::vector<SplitBehavior> behaviors;  // one per pattern; empty: all isolated
+  std::vector<SplitBehavior> behaviors = {};  // one per pattern; empty: all isolated
 };
 
 // The spec named `name` ("" means "default", as llama.cpp treats a missing
