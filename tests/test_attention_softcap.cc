@@ -145,7 +145,7 @@ TEST_CASE("soft-capped weights: the materialized path caps like the reference") 
   CHECK(worst <= 1e-5);
 }
 
-TEST_CASE("a negative or non-finite soft-cap is a clear error") {
+TEST_CASE("a negative, non-finite or vanishing soft-cap is a clear error") {
   Problem p({1, 4, 2, 3, 5, 32}, DType::F32, false, 0, 0);
   for (float bad : {-1.0f, std::numeric_limits<float>::infinity(), std::nanf("")}) {
     AttentionOptions o;
@@ -153,4 +153,8 @@ TEST_CASE("a negative or non-finite soft-cap is a clear error") {
     CHECK_THROWS_WITH_AS(p.run(o), doctest::Contains("softcap must be finite and >= 0"), Error);
     CHECK_THROWS_WITH_AS(p.run_ref(o), doctest::Contains("softcap must be finite and >= 0"), Error);
   }
+  AttentionOptions tiny;
+  tiny.softcap = 1e-39f;
+  CHECK_THROWS_WITH_AS(p.run(tiny), doctest::Contains("too small"), Error);
+  CHECK_THROWS_WITH_AS(p.run_ref(tiny), doctest::Contains("too small"), Error);
 }
