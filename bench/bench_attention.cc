@@ -16,6 +16,8 @@
 //            Counter flops_per_second: 4·d FLOPs per unmasked query-key pair;
 //            pct_fma_peak: of the FP32 FMA peak of as many threads, measured once
 //            per thread count in this run (qkv::probe_fma_peak).
+// impl 3 is the streaming kernel with a score soft-cap of 50 (gemma2's): its
+// cost against impl 0 in the same run.
 // The baselines get their K/V already converted to f32 (untimed), which favours
 // them: they read twice the bytes but skip the conversion. Their scores matrix
 // is what the streaming kernel avoids; scratch_mb shows the working memory of
@@ -108,7 +110,7 @@ struct Data {
   }
   double kv_bytes_f16() const { return 2.0 * double(s.Hkv * s.Lk * s.d) * 2.0; }
 
-  void run_streaming(int threads) {
+  void run_streaming(int threads, float softcap = 0.0f) {
     const int64_t d = s.d;
     QueryView qv{q.data(), s.Hq * s.Lq * d, s.Lq * d, d};
     OutputView ov{out.data(), s.Hq * s.Lq * d, s.Lq * d, d};
@@ -119,6 +121,7 @@ struct Data {
     m.q_pos0 = s.Lk - s.Lq;
     AttentionOptions o;
     o.threads = threads;
+    o.softcap = softcap;
     attention(s, qv, kv, vv, m, ov, o);
   }
 };
@@ -238,12 +241,13 @@ class OneDnnSdpa {
   std::vector<float> mask_, scores_;
 };
 
-enum Impl { kStreaming = 0, kNaive = 1, kOneDnn = 2 };
+// kSoftcap: the streaming kernel with gemma2's score soft-cap (50).
+enum Impl { kStreaming = 0, kNaive = 1, kOneDnn = 2, kSoftcap = 3 };
 
 // Runs the timed loop; returns the wall seconds spent in it (for the % counters).
 double run_case(benchmark::State& state, Data& D, Impl impl, int threads) {
   omp_set_num_threads(threads);  // oneDNN's OpenMP runtime follows it
-  if (impl != kStreaming) D.make_f32();
+  if (impl == kNaive || impl == kOneDnn) D.make_f32();
   std::unique_ptr<OneDnnSdpa> dnn;
   if (impl == kOneDnn) dnn = std::make_unique<OneDnnSdpa>(D);
   double seconds = 0.0;
@@ -251,6 +255,7 @@ double run_case(benchmark::State& state, Data& D, Impl impl, int threads) {
     const auto t0 = std::chrono::steady_clock::now();
     switch (impl) {
       case kStreaming: D.run_streaming(threads); break;
+      case kSoftcap: D.run_streaming(threads, 50.0f); break;
       case kNaive: naive_sdpa(D, threads); break;
       case kOneDnn: dnn->run(); break;
     }
@@ -263,7 +268,8 @@ double run_case(benchmark::State& state, Data& D, Impl impl, int threads) {
   const AttentionShape& sh = D.s;
   double scratch = 0.0;
   switch (impl) {
-    case kStreaming: scratch = double(attention_scratch_bytes_per_thread(sh, DType::F16)) * threads; break;
+    case kStreaming:
+    case kSoftcap: scratch = double(attention_scratch_bytes_per_thread(sh, DType::F16)) * threads; break;
     case kNaive: scratch = double(threads) * double(sh.Lq * sh.Lk) * 4.0; break;
     case kOneDnn:
       scratch = double(sh.Lq * sh.Lk) * 4.0 * (D.causal ? 2.0 : double(sh.Hq / sh.Hkv));
@@ -311,6 +317,8 @@ void decode_args(benchmark::internal::Benchmark* b) {
       for (int64_t impl : {kStreaming, kNaive, kOneDnn}) b->Args({hkv, lk, impl, 2});
   b->Args({4, 32768, kStreaming, 1});
   b->Args({32, 32768, kStreaming, 1});
+  for (int64_t hkv : {4, 32})
+    for (int64_t lk : {4096, 32768}) b->Args({hkv, lk, kSoftcap, 2});
   b->Unit(benchmark::kMicrosecond)->UseRealTime();
 }
 
@@ -327,6 +335,7 @@ void prefill_args(benchmark::internal::Benchmark* b) {
       }
     }
   b->Args({4096, 128, kStreaming, 1});
+  for (int64_t d : {64, 128}) b->Args({2048, d, kSoftcap, 2});
   b->Unit(benchmark::kMillisecond)->UseRealTime();
 }
 

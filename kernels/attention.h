@@ -1,5 +1,8 @@
 // Scaled dot-product attention: out = softmax(Q·Kᵀ·scale + mask)·V.
 //
+// With a soft-cap (AttentionOptions::softcap = c > 0) the scores are
+// c * tanh(Q·Kᵀ·scale / c) + mask: the cap applies to the scaled score.
+//
 // Shapes: batch B, query heads Hq, key/value heads Hkv (Hq % Hkv == 0; query head
 // h reads KV head h / (Hq/Hkv): MHA is Hkv == Hq, MQA is Hkv == 1, GQA between),
 // query length Lq, key length Lk, head dim d.
@@ -71,11 +74,15 @@ struct AttentionShape {
 
 struct AttentionOptions {
   float scale = 0.0f;  // 0: 1/sqrt(d)
+  // Score soft-capping (> 0, gemma2's attn_logit_softcapping): each scaled score
+  // s becomes softcap * tanh(s / softcap) before the mask and the softmax.
+  // 0: off. Finite and >= 0.
+  float softcap = 0.0f;
   int threads = 0;     // 0: OpenMP's current maximum; in a Team (kernels/threads/team.h) its threads share
                        // the call (each thread makes it) and this is ignored
   // Optional outputs. weights: [B][Hq][Lq][Lk] dense f32 (this takes the
   // materialized path, documented as such); lse: [B][Hq][Lq] log-sum-exp of the
-  // scaled, masked scores (-inf for a fully masked row).
+  // scaled, soft-capped, masked scores (-inf for a fully masked row).
   float* weights = nullptr;
   float* lse = nullptr;
 };

@@ -59,8 +59,6 @@ Decoder::Decoder(const Model& model, const DecoderOptions& options)
                 c.n_kv_heads >= 1 && c.n_heads % c.n_kv_heads == 0 &&
                 static_cast<int64_t>(model.layers.size()) == c.n_layers,
             "model configuration is inconsistent");
-  QKV_CHECK(c.attn_softcap == 0.0f, "attention score soft-capping (", c.attn_softcap,
-            ", gemma2) is not implemented by the attention kernel");
   // LongRoPE: the short factors serve contexts up to the original one
   // (llama.cpp: n_ctx per sequence > n_ctx_orig picks the long factors).
   if (!c.rope_factors.empty()) {
@@ -239,7 +237,8 @@ void Decoder::forward(int64_t M, const int64_t* seqs, const int64_t* pos) {
       });
       const int64_t window = slides ? c.sliding_window : 0;
       if (decode) {
-        cache_.attend_decode(l, seqs, len.data(), M, c.n_heads, q_.data(), att_.data(), c.attn_scale, window);
+        cache_.attend_decode(l, seqs, len.data(), M, c.n_heads, q_.data(), att_.data(), c.attn_scale, window,
+                             c.attn_softcap);
       } else {
         cache_.store(l, seqs[0], pos[0], M, k_.data(), v_.data());
         attention_prefill(l, seqs[0], pos[0], M, window);
@@ -301,6 +300,7 @@ void Decoder::attention_prefill(int64_t layer, int64_t seq, int64_t pos0, int64_
   mask.window = window;
   AttentionOptions opts;
   opts.scale = c.attn_scale;
+  opts.softcap = c.attn_softcap;
   if (capture_ && capture_->layer == layer) {
     capture_->rows = M;
     capture_->keys = shape.Lk;

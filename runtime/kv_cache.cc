@@ -260,7 +260,8 @@ KVView KVCache::values(int64_t layer) const {
 }
 
 void KVCache::attend_decode(int64_t layer, const int64_t* seqs, const int64_t* len, int64_t n,
-                            int64_t n_heads, const float* q, float* out, float scale, int64_t window) const {
+                            int64_t n_heads, const float* q, float* out, float scale, int64_t window,
+                            float softcap) const {
   check_layer(layer, "attend_decode");
   QKV_CHECK(n >= 0, "KV cache attend_decode: negative sequence count ", n);
   if (n == 0) return;
@@ -323,6 +324,7 @@ void KVCache::attend_decode(int64_t layer, const int64_t* seqs, const int64_t* l
     }
     AttentionOptions opts;
     opts.scale = scale;
+    opts.softcap = softcap;
     attention(shape, qv, kv[0], kv[1], mask, ov, opts);
     i = j;
   }

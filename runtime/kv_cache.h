@@ -79,8 +79,10 @@ class KVCache {
   // [n][n_heads*head_dim]. Threads split over (sequence, KV head, key chunk)
   // with exact merging. scale 0: 1/sqrt(head_dim).
   // window > 0: each query sees only its last `window` keys (sliding-window layers).
+  // softcap > 0: scores soft-capped (AttentionOptions::softcap).
   void attend_decode(int64_t layer, const int64_t* seqs, const int64_t* len, int64_t n,
-                     int64_t n_heads, const float* q, float* out, float scale = 0.0f, int64_t window = 0) const;
+                     int64_t n_heads, const float* q, float* out, float scale = 0.0f, int64_t window = 0,
+                     float softcap = 0.0f) const;
 
   // Positions of seq holding stored K/V in layer (>= length(seq) once committed;
   // grows ahead of length() between store() and commit()).

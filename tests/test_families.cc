@@ -128,7 +128,7 @@ const Family kFamilies[] = {
     {"qwen2-a", "qwen2-a", ""},           {"qwen2-tied-a", "qwen2-tied-a", ""},
     {"qwen3-a", "qwen3-a", ""},           {"phi3-a", "phi3-a", ""},
     {"phi3-longrope-a", "phi3-longrope-a", ""}, {"phi3-longrope-a", "phi3-longrope-a", ".nctx128"},
-    {"gemma-a", "gemma-a", ".exact-gelu"},
+    {"gemma-a", "gemma-a", ".exact-gelu"},  {"gemma2-a", "gemma2-a", ".exact-gelu"},
     {"gemma3-a", "gemma3-a", ""},
 };
 
@@ -139,7 +139,15 @@ std::string model_path(const Family& f) { return "models/arch-" + std::string(f.
 // (2^-11 and up to 1/254 of a 32-block's maximum relative), measured here at
 // up to 0.25% and 5.5% of the range over 2-6 layers (gemma3's 6 layers with
 // post-norms of gain ~8 the most).
-double allowance(DType t) { return t == DType::F32 ? 1e-3 : t == DType::F16 ? 0.01 : 0.08; }
+//
+// gemma2-a is the exception at Q8_0: an fp64 forward pass on its Q8_0-rounded
+// weights itself lies 7.5 logits (13% of the range) from the F32 one (0.35 at
+// F16), against 1.0 for llama3-a; qkv's Q8_0 (which also rounds activations
+// to 8 bits, as llama.cpp does) measured 15.7%. It gets 0.2 there.
+double allowance(DType t, const ModelConfig& c) {
+  if (t == DType::Q8_0 && c.architecture == "gemma2") return 0.2;
+  return t == DType::F32 ? 1e-3 : t == DType::F16 ? 0.01 : 0.08;
+}
 
 }  // namespace
 
@@ -205,11 +213,11 @@ TEST_CASE("every family at F16 and Q8_0 weights, converted and written by qkv, s
       const Model m = load_model(path);
       CHECK(m.config.architecture == src.config.architecture);
       CHECK(m.layers[0].wq.type == t);
-      const Agreement a = agreement(decode_all(m, ref), ref, allowance(t) * 200);
+      const Agreement a = agreement(decode_all(m, ref), ref, allowance(t, m.config) * 200);
       const std::string line = std::string() + f.ref + " " + dtype_name(t) + ": max |d| / range = " + std::to_string(a.max_diff / a.range) +
               ", top-1 " + std::to_string(a.agree) + "/" + std::to_string(a.compared);
       MESSAGE(line);
-      CHECK(a.max_diff <= allowance(t) * a.range);
+      CHECK(a.max_diff <= allowance(t, m.config) * a.range);
       CHECK(a.agree == a.compared);
       std::remove(path.c_str());
     }
@@ -228,14 +236,14 @@ double rel_diff(const float* a, const float* b, int64_t n) {
 }
 
 // The batched paths' rounding: bf16 GEMMs for non-F32 weights where the CPU
-// has them (see test_decoder.cc), f32 summation order otherwise. bf16 rounds
-// every input and weight to 2^-9 relative, about Q8_0's step, so it gets Q8_0's
-// allowance: measured up to 5.2% of the largest logit (gemma3-a F16, 3
-// sequences on the AVX512_BF16 kernel: 6 layers with post-norm gains of ~8).
-double batched_tolerance(DType t) {
+// has them (see test_decoder.cc), f32 summation order otherwise. The gemma2
+// and gemma3 files' post-norms (gain ~8) amplify the bf16 rounding: measured
+// up to 0.062 (gemma2-a) and 0.052 (gemma3-a) relative at F16 against 0.03 or
+// less for the other families, hence 20 instead of 13 units of 2^-8 for them.
+double batched_tolerance(DType t, const ModelConfig& c) {
   return detail::matmul_small_precision(t) == detail::GemmPrecision::kBF16 ||
                  detail::default_gemm_precision(t) == detail::GemmPrecision::kBF16
-             ? allowance(DType::Q8_0)
+             ? (c.post_norms ? 20 : 13) * 0x1p-8
              : 1e-4;
 }
 
@@ -273,10 +281,10 @@ TEST_CASE("per family: prefill then decode equals token by token, 1 thread equal
       // Prefill 34, then decode 6.
       Decoder d(m, o);
       const float* l = d.prefill(0, tokens.data(), 34);
-      CHECK(rel_diff(l, &single[0][33 * kVocab], kVocab) <= batched_tolerance(t));
+      CHECK(rel_diff(l, &single[0][33 * kVocab], kVocab) <= batched_tolerance(t, m.config));
       for (int i = 34; i < 40; ++i) {
         l = d.step(0, tokens[i]);
-        CHECK(rel_diff(l, &single[0][i * kVocab], kVocab) <= batched_tolerance(t));
+        CHECK(rel_diff(l, &single[0][i * kVocab], kVocab) <= batched_tolerance(t, m.config));
       }
       // Three sequences stepped together (sequence 1 is the token-by-token run).
       DecoderOptions ob = o;
@@ -286,13 +294,13 @@ TEST_CASE("per family: prefill then decode equals token by token, 1 thread equal
         const int64_t seqs[3] = {2, 1, 0};
         const int32_t toks[3] = {int32_t((i * 7 + 3) % kVocab), tokens[i], int32_t((i * 5 + 1) % kVocab)};
         const float* bl = b.step_batch(seqs, toks, 3);
-        CHECK(rel_diff(bl + kVocab, &single[0][i * kVocab], kVocab) <= batched_tolerance(t));
+        CHECK(rel_diff(bl + kVocab, &single[0][i * kVocab], kVocab) <= batched_tolerance(t, m.config));
       }
     }
   }
 }
 
-TEST_CASE("gemma2 loads with its settings; without the kernel's score soft-cap a decoder refuses it") {
+TEST_CASE("gemma2 loads with its soft-caps, window 16 on even layers and post-norms") {
   if (!test::have_shared("models/arch-gemma2-a.gguf")) return;
   const Model m = load_model(test::shared_path("models/arch-gemma2-a.gguf"));
   CHECK(m.config.attn_softcap == 50.0f);
@@ -301,7 +309,33 @@ TEST_CASE("gemma2 loads with its settings; without the kernel's score soft-cap a
   CHECK(m.config.layer_slides(0));
   CHECK_FALSE(m.config.layer_slides(1));
   CHECK(m.config.post_norms);
-  CHECK_THROWS_WITH(Decoder(m, DecoderOptions{}), doctest::Contains("soft-cap"));
+  // Each setting moves the logits far past the F32 allowance
+  // (reference/arch-README.md: no attention cap 2.96, no final cap 49.7, no
+  // window 43.9): a decoder without one of them misses the reference.
+  Reference ref;
+  if (!read_reference("arch-gemma2-a.seq1.exact-gelu", &ref)) return;
+  const std::vector<float> logits = prefill_all(m, ref);
+  const Agreement full = agreement(logits, ref, 0.1);
+  CHECK(full.max_diff <= 1e-3 * full.range);
+  // llama.cpp's own logits (its fp16 GELU table moves them by up to 0.042 from
+  // exact GELU, reference/arch-README.md): within 0.05.
+  Reference lcpp;
+  if (read_reference("arch-gemma2-a.seq1", &lcpp)) {
+    const Agreement a = agreement(logits, lcpp, 0.1);
+    const std::string line = "gemma2-a seq1 against llama.cpp's table GELU: max |d| " + std::to_string(a.max_diff);
+    MESSAGE(line);
+    CHECK(a.max_diff <= 0.05);
+    CHECK(a.agree == a.compared);
+  }
+  for (int variant = 0; variant < 3; ++variant) {
+    Model v = m;
+    if (variant == 0) v.config.attn_softcap = 0.0f;
+    if (variant == 1) v.config.final_softcap = 0.0f;
+    if (variant == 2) v.config.sliding_window = 0;
+    CAPTURE(variant);
+    const Agreement a = agreement(prefill_all(v, ref), ref, 0.1);
+    CHECK(a.max_diff > 0.02 * a.range);  // 20 times the F32 allowance
+  }
 }
 
 namespace {
@@ -337,7 +371,6 @@ double rel_error(const float* got, const std::vector<double>& want) {
 
 TEST_CASE("synthetic models of every family, and a Qwen3 shape with n_head x head_dim != dim, match the fp64 pass") {
   for (const std::string& arch : arch_names()) {
-    if (arch == "gemma2") continue;  // refused until the kernel soft-caps scores
     for (int64_t head_dim : {int64_t(16), int64_t(32)}) {
       if (head_dim != 16 && arch != "qwen3" && arch != "gemma3") continue;  // 4 x 32 = 128 != 64
       CAPTURE(arch);

@@ -18,6 +18,7 @@
 #include "kernels/error.h"
 #include "runtime/kv_cache.h"
 #include "tests/q8_query.h"
+#include "tests/simd_targets.h"
 
 using namespace qkv;
 
@@ -522,12 +523,7 @@ TEST_CASE("store path is bit-identical to encode_row on every compiled SIMD targ
   xq[size_t(d + 64)] = 127.0f;
   for (int i = 0; i < 32; ++i) xq[size_t(2 * d + 32 + i)] = 1e-30f * float(i - 7);  // tiny but defined
 
-  const auto targets = hwy::SupportedAndGeneratedTargets();
-  REQUIRE(!targets.empty());
-  for (const int64_t target : targets) {
-    hwy::SetSupportedTargetsForTest(target);
-    const std::string target_name = hwy::TargetName(target);
-    CAPTURE(target_name);
+  testing::for_each_simd_target([&] {
     for (DType t : kAllTypes) {
       const std::string type_name = dtype_name(t);
       CAPTURE(type_name);
@@ -555,8 +551,7 @@ TEST_CASE("store path is bit-identical to encode_row on every compiled SIMD targ
         }
       }
     }
-  }
-  hwy::SetSupportedTargetsForTest(0);
+  });
 }
 
 TEST_CASE("decode attention over the cache equals the fp64 reference, every type and GQA ratio") {

@@ -236,7 +236,8 @@ void materialize_weights(const attn::Call& c, float* weights) {
         decode_row(c.k.type, kbase + j * c.k.row_stride, static_cast<size_t>(s.d), krow.data());
         double dot = 0.0;
         for (int64_t x = 0; x < s.d; ++x) dot += double(qr[x]) * double(krow[x]);
-        w[j] = static_cast<float>(std::exp(dot * double(c.scale) + double(term) - double(lse)));
+        const double score = attn::soft_capped(dot * double(c.scale), double(c.softcap)) + double(term);
+        w[j] = static_cast<float>(std::exp(score - double(lse)));
       }
     }
   }
@@ -254,6 +255,7 @@ void attention(const AttentionShape& shape, const QueryView& q, const KVView& k,
   c.v = v;
   c.out = out;
   c.scale = opts.scale != 0.0f ? opts.scale : 1.0f / std::sqrt(static_cast<float>(shape.d));
+  c.softcap = opts.softcap;
   Team* const team = current_team();
   if (team != nullptr && opts.weights != nullptr) {
     // The materialized weights need every row's log-sum-exp on one thread:

@@ -21,6 +21,7 @@ struct Call {
   MaskInfo mi;
   OutputView out;
   float scale = 1.0f;
+  float softcap = 0.0f;  // AttentionOptions::softcap (0: off)
   float* lse = nullptr;
   int threads = 1;
 };

@@ -77,7 +77,9 @@ HWY_INLINE void GroupAccumulate(DF df, const float* HWY_RESTRICT pbuf, const uin
   }
 }
 
-template <DType T, int R, size_t kD>
+// kCap: scores soft-capped (Call::softcap), a separate instantiation so the
+// uncapped loop keeps its registers.
+template <DType T, int R, size_t kD, bool kCap>
 void GroupItem(const Call& c, const Plan& p, const Item& it, float* scratch, float* partials, int64_t idx) {
   const DF df;
   constexpr int kN = static_cast<int>(hn::MaxLanes(DF()));
@@ -112,6 +114,7 @@ void GroupItem(const Call& c, const Plan& p, const Item& it, float* scratch, flo
   const int64_t pf_dist = RowPrefetch::Distance(row_bytes);
   const RowPrefetch pf{kbase, vbase, krs, vrs, row_bytes, pf_dist, it.hi};
   const VF vninf = hn::Set(df, ninf);
+  const SoftCap cap(df, kCap ? c.softcap : 1.0f);
 
   VF m = vninf, l = hn::Zero(df);
   for (int64_t j = it.lo; j < it.hi; j += KS) {
@@ -150,6 +153,7 @@ void GroupItem(const Call& c, const Plan& p, const Item& it, float* scratch, flo
         pairs[i] = TreeLevel(df, dot[a / R][a % R], dot[b / R][b % R], 0);
       }
       s[g] = TransposeSum<static_cast<size_t>(kN / 2)>(df, pairs);
+      if constexpr (kCap) s[g] = cap(df, s[g]);
     }
 
     const bool full = nvalid == KS && j >= it.flo && j + KS <= it.fhi && !c.mi.per_key_parts();
@@ -215,13 +219,22 @@ void GroupItemRows(const Call& c, const Plan& p, const Item& it, float* scratch,
   WithHeadDim(static_cast<size_t>(c.s.d), [&](auto head_dim) HWY_ATTR {
     constexpr size_t kD = decltype(head_dim)::value;
     if constexpr (GroupRowsOk(8)) {
-      if (rows == 8) return GroupItem<T, 8, kD>(c, p, it, scratch, partials, idx);
+      if (rows == 8) {
+        if (c.softcap > 0.0f) return GroupItem<T, 8, kD, true>(c, p, it, scratch, partials, idx);
+        return GroupItem<T, 8, kD, false>(c, p, it, scratch, partials, idx);
+      }
     }
     if constexpr (GroupRowsOk(4)) {
-      if (rows == 4) return GroupItem<T, 4, kD>(c, p, it, scratch, partials, idx);
+      if (rows == 4) {
+        if (c.softcap > 0.0f) return GroupItem<T, 4, kD, true>(c, p, it, scratch, partials, idx);
+        return GroupItem<T, 4, kD, false>(c, p, it, scratch, partials, idx);
+      }
     }
     if constexpr (GroupRowsOk(2)) {
-      if (rows == 2) return GroupItem<T, 2, kD>(c, p, it, scratch, partials, idx);
+      if (rows == 2) {
+        if (c.softcap > 0.0f) return GroupItem<T, 2, kD, true>(c, p, it, scratch, partials, idx);
+        return GroupItem<T, 2, kD, false>(c, p, it, scratch, partials, idx);
+      }
     }
     QKV_CHECK(false, "attention: no key-group kernel for ", rows, " rows");
   });

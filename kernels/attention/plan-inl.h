@@ -177,6 +177,23 @@ HWY_INLINE void ScaledQueries(const Call& c, const Item& it, int64_t rows, size_
   }
 }
 
+// Score soft-capping (Call::softcap > 0): s -> cap * tanh(s / cap), on the
+// scaled scores before the mask, as llama.cpp does for gemma2. The kernels
+// test the cap once per block (or instantiate the key-group kernel with and
+// without it), so without a cap no score pass changes.
+struct SoftCap {
+  VF inv, cap;
+  explicit SoftCap(DF df, float c) : inv(hn::Set(df, 1.0f / c)), cap(hn::Set(df, c)) {}
+  HWY_INLINE VF operator()(DF df, VF s) const { return hn::Mul(cap, hn::Tanh(df, hn::Mul(s, inv))); }
+};
+
+// n scores at s (n a multiple of the vector length, s vector-aligned) soft-capped in place.
+HWY_INLINE void SoftCapScores(DF df, float cap, float* HWY_RESTRICT s, size_t n) {
+  const SoftCap sc(df, cap);
+  const size_t N = hn::Lanes(df);
+  for (size_t j = 0; j < n; j += N) hn::Store(sc(df, hn::Load(df, s + j)), df, s + j);
+}
+
 // Scores for keys [j0, j0+nk) of rows r < nrows: masked entries become -inf and
 // the per-key terms are added. Element (j, r) lives at s[j*sj + r*sr].
 void ApplyMask(const Call& c, const Item& it, int64_t nrows, int64_t j0, int64_t nk, float* s,

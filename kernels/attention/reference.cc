@@ -38,7 +38,7 @@ void attention_reference(const AttentionShape& s, const QueryView& q, const KVVi
           decode_row(k.type, kbase + j * k.row_stride, d, krow.data());
           double dot = 0.0;
           for (int64_t c = 0; c < d; ++c) dot += double(qr[c]) * double(krow[c]);
-          score[j] = dot * scale + term;
+          score[j] = attn::soft_capped(dot * scale, double(opts.softcap)) + term;
           mx = std::max(mx, score[j]);
         }
         std::fill(acc.begin(), acc.end(), 0.0);

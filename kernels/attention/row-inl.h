@@ -255,6 +255,10 @@ void RowItem(const Call& c, const Plan& p, const Item& it, float* scratch, float
       for (; r + 2 <= rows; r += 2) RowBlockRows<T, 2, kD>(df, qs + r * d, d, kblk, krs, nk, part, st + r * bk, bk, r == 0 ? &pf : nullptr);
       for (; r < rows; ++r) RowBlockRows<T, 1, kD>(df, qs + r * d, d, kblk, krs, nk, part, st + r * bk, bk, r == 0 ? &pf : nullptr);
     });
+    // Both score paths (f32 and the Q8_0 integer one) filled RoundUp(nk, N) lanes per row.
+    if (c.softcap > 0.0f) {
+      for (r = 0; r < rows; ++r) SoftCapScores(df, c.softcap, st + r * bk, RoundUp(nk, N));
+    }
 
     const bool full = j0 >= it.flo && j0 + static_cast<int64_t>(nk) <= it.fhi && !c.mi.per_key_parts();
     if (!full) ApplyMask(c, it, rows, j0, static_cast<int64_t>(nk), st, 1, static_cast<int64_t>(bk));

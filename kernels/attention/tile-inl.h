@@ -123,6 +123,7 @@ void TileItem(const Call& c, const Plan& p, const Item& it, float* scratch, floa
     if (MJ > 2)
       for (; j + 2 <= nk; j += 2) ScoreTile<NRV, 2>(df, qt, R, kb + j * ldk, ldk, d, st + j * R);
     for (; j < nk; ++j) ScoreTile<NRV, 1>(df, qt, R, kb + j * ldk, ldk, d, st + j * R);
+    if (c.softcap > 0.0f) SoftCapScores(df, c.softcap, st, nk * R);
 
     const bool full = j0 >= it.flo && j0 + static_cast<int64_t>(nk) <= it.fhi && !c.mi.per_key_parts();
     if (!full) ApplyMask(c, it, rows, j0, static_cast<int64_t>(nk), st, static_cast<int64_t>(R), 1);

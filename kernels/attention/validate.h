@@ -50,6 +50,10 @@ struct MaskInfo {
   }
 };
 
+// A scaled score after soft-capping (cap > 0; cap 0 leaves it), in fp64: the
+// reference's and the materialized weights' form of the kernels' SoftCap.
+inline double soft_capped(double scaled, double cap) { return cap > 0 ? cap * std::tanh(scaled / cap) : scaled; }
+
 inline bool mul_ok(int64_t a, int64_t b, int64_t* out) { return !__builtin_mul_overflow(a, b, out); }
 
 // Checks every argument; throws qkv::Error naming the problem. Returns the
@@ -73,6 +77,11 @@ inline MaskInfo validate(const char* who, const AttentionShape& s, const QueryVi
   QKV_CHECK(dtype_row_ok(k.type, static_cast<size_t>(s.d)), who, ": K/V type ", dtype_name(k.type),
             " needs d to be a multiple of ", dtype_block_values(k.type), " (got d=", s.d, ")");
   QKV_CHECK(std::isfinite(opts.scale), who, ": scale must be finite");
+  // (The kernels multiply by 1/softcap, which must be finite too.)
+  QKV_CHECK(std::isfinite(opts.softcap) && opts.softcap >= 0.0f, who, ": softcap must be finite and >= 0 (got ",
+            opts.softcap, ")");
+  QKV_CHECK(opts.softcap == 0.0f || std::isfinite(1.0f / opts.softcap), who, ": softcap ", opts.softcap,
+            " is too small (1/softcap overflows)");
   QKV_CHECK(opts.threads >= 0, who, ": threads must be >= 0 (got ", opts.threads, ")");
   int64_t rows = 0, pairs = 0;
   QKV_CHECK(mul_ok(s.B, s.Hq, &rows) && mul_ok(rows, s.Lq, &rows) && mul_ok(rows, s.Lk, &pairs),
