@@ -1,13 +1,13 @@
 #include "runtime/gguf.h"
 
 #include <algorithm>
-#include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <limits>
 
 #include "kernels/error.h"
+#include "runtime/atomic_file.h"
 
 namespace qkv {
 
@@ -651,21 +651,15 @@ std::vector<uint8_t> GGUFWriter::serialize() const {
 }
 
 void GGUFWriter::write(const std::string& path) const {
-  FILE* f = std::fopen(path.c_str(), "wb");
-  if (!f) fail("cannot create '", path, "': ", std::strerror(errno));
-  bool ok = true;
-  auto emit = [&](const void* p, size_t n) {
-    if (ok && n != 0 && std::fwrite(p, 1, n, f) != n) ok = false;
-  };
+  AtomicFile out(path);  // a failed write leaves no partial model behind
   const std::vector<uint8_t> head = header();
-  emit(head.data(), head.size());
+  out.write(head.data(), head.size());
   const std::vector<uint8_t> zeros(alignment_, 0);
   for (const Tensor& t : tensors_) {
-    emit(t.data, t.n_bytes);
-    emit(zeros.data(), align_up(t.n_bytes, alignment_) - t.n_bytes);
+    out.write(t.data, t.n_bytes);
+    out.write(zeros.data(), align_up(t.n_bytes, alignment_) - t.n_bytes);
   }
-  if (std::fclose(f) != 0) ok = false;
-  if (!ok) fail("error writing '", path, "': ", std::strerror(errno));
+  out.commit();
 }
 
 }  // namespace qkv

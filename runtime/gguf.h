@@ -150,7 +150,8 @@ class GGUFWriter {
   // ne[0] innermost; n_bytes must match the type's layout when qkv knows it.
   void add_tensor(const std::string& name, uint32_t ggml_type, const std::vector<uint64_t>& ne,
                   const void* data, uint64_t n_bytes);
-  // Writes the file (atomically enough for tests: to path directly). Throws on I/O errors.
+  // Writes the file through an AtomicFile (a temporary renamed onto path at the
+  // end; nothing is left at path on an error). Throws qkv::Error on I/O errors.
   void write(const std::string& path) const;
   // The whole file as bytes (for small files and tests).
   std::vector<uint8_t> serialize() const;

@@ -6,7 +6,7 @@
 # the input in build-fuzz/findings/. The run is bounded: harnesses x seconds /
 # parallel runs stays within QKV_FUZZ_BUDGET seconds (default 480).
 #   QKV_FUZZ_ONLY="gguf tokenizer"  run only these harnesses
-#   QKV_BIN                          the qkv binary that writes the seeds (default build/qkv)
+#   QKV_BIN                          the qkv binary that writes the seeds (default build/tools/qkv)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${QKV_FUZZ_SECONDS:-45}

@@ -3,12 +3,12 @@
 # small files made by qkv's own writers (qkv make-model, the KL-divergence
 # base writer of qkv perplexity), the chat templates of ../shared/templates,
 # request bodies and texts. Nothing here is committed; scripts/fuzz.sh calls it.
-#   QKV_BIN   the qkv binary (default build/qkv, the Release build's)
+#   QKV_BIN   the qkv binary (default build/tools/qkv, the Release build's)
 #   QKV_SHARED the shared data (default ../shared)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-build-fuzz/seeds}
-qkv=${QKV_BIN:-build/qkv}
+qkv=${QKV_BIN:-build/tools/qkv}
 shared=${QKV_SHARED:-../shared}
 [ -x "$qkv" ] || { echo "fuzz_seeds: no qkv binary at $qkv (build the Release target qkv or set QKV_BIN)" >&2; exit 1; }
 rm -rf "$out"
@@ -16,7 +16,7 @@ mkdir -p "$out"/{gguf,llama2c,kld_file,tokenizer,chat_template,serve_request}
 
 # GGUF: tiny synthetic models of several families and weight types, and their
 # first 4 KiB (header, metadata and tensor table without the data).
-for spec in "llama f16" "qwen2 q8_0" "gemma2 bf16" "phi3 f32"; do
+for spec in "llama f16" "qwen2 q8_0" "gemma2 bf16" "phi3 q8_0"; do
   set -- $spec
   "$qkv" make-model tiny --arch "$1" --type "$2" -q -o "$out/gguf/tiny-$1-$2.gguf"
   head -c 4096 "$out/gguf/tiny-$1-$2.gguf" > "$out/gguf/head-$1-$2.gguf"

@@ -69,7 +69,7 @@ if [ "${QKV_TEST_SKIP_FUZZ:-0}" = 1 ]; then
   stage "libFuzzer harnesses: skipped (QKV_TEST_SKIP_FUZZ=1)"
 else
   stage "libFuzzer harnesses (clang-14, AddressSanitizer + UBSan)"
-  QKV_BIN=build/qkv scripts/fuzz.sh
+  QKV_BIN=build/tools/qkv scripts/fuzz.sh
 fi
 
 stage "all stages passed"
