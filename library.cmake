@@ -29,7 +29,7 @@ file(WRITE ${QKV_VERSION_SCRIPT} "{\n  global: qkv_*;\n  local: *;\n};\n")
 target_link_options(qkv_shared PRIVATE -Wl,--version-script=${QKV_VERSION_SCRIPT}
                     -Wl,--exclude-libs,ALL -Wl,--no-undefined)
 set_target_properties(qkv_shared PROPERTIES LINK_DEPENDS ${QKV_VERSION_SCRIPT})
-if(QKV_SANITIZE OR QKV_TSAN)
+if(QKV_SANITIZE OR QKV_TSAN OR QKV_FUZZ)
   target_link_libraries(qkv_shared PRIVATE qkv_flags)
 endif()
 

@@ -173,8 +173,9 @@ QKV_API int qkv_is_eog(const qkv_model* model, int32_t token);
 typedef struct {
   int64_t context;        /* positions per sequence; 0: the model's trained context */
   qkv_type kv_type;       /* KV cache element type (default F16) */
-  uint64_t memory_limit;  /* KV cache bytes allowed; over it creation fails with
-                             QKV_ERR_OUT_OF_MEMORY before allocating; 0: no limit */
+  uint64_t memory_limit;  /* bytes allowed for the model's weights, the KV cache and
+                             the activation buffers together; over it creation fails
+                             with QKV_ERR_OUT_OF_MEMORY before allocating; 0: no limit */
   int threads;            /* OpenMP threads for this context's calls; 0: all cores */
   int64_t prefill_batch;  /* prompt tokens per forward batch; 0: 256 */
 } qkv_context_options;

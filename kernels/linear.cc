@@ -241,10 +241,13 @@ HWY_INLINE __m512 GroupScalesVnni(const uint8_t* blocks, size_t nb, const float*
   return _mm512_mul_ps(d, _mm512_loadu_ps(xd));  // xd has kScaleGroup values of padding
 }
 
+// The attribute names the target's whole feature set: clang replaces the
+// region's target features with a function's own (g++ adds them).
 template <size_t R, bool kPrefetch>
-__attribute__((target("avx512vnni"))) void DotRowsQ8Vnni(const uint8_t* HWY_RESTRICT w, size_t stride,
-                                                          size_t cols, QuantizedX xq, size_t prefetch,
-                                                          float* HWY_RESTRICT y, size_t ys) {
+__attribute__((target(HWY_TARGET_STR ",avx512vnni"))) void DotRowsQ8Vnni(const uint8_t* HWY_RESTRICT w,
+                                                                         size_t stride, size_t cols,
+                                                                         QuantizedX xq, size_t prefetch,
+                                                                         float* HWY_RESTRICT y, size_t ys) {
   static_assert(kScaleGroup == 16, "one vector of 16 scales per group");
   __m512 acc[R];
   float tail[R];

@@ -53,4 +53,10 @@ void AtomicFile::commit() {
   }
 }
 
+void write_file_atomically(const std::string& path, const std::string& bytes) {
+  AtomicFile out(path);
+  out.write(bytes);
+  out.commit();
+}
+
 }  // namespace qkv

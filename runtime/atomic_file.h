@@ -38,4 +38,7 @@ class AtomicFile {
   size_t written_ = 0;
 };
 
+// The whole of `bytes` as the file at path, through an AtomicFile.
+void write_file_atomically(const std::string& path, const std::string& bytes);
+
 }  // namespace qkv

@@ -296,13 +296,19 @@ qkv_status qkv_context_create(qkv_model* model, int64_t n_seqs, const qkv_contex
     kv.n_seqs = n_seqs;
     kv.type = d.kv_type;
     QKV_CHECK(kv.capacity > 0, "the model states no context length: set qkv_context_options.context");
-    const uint64_t bytes = qkv::KVCache::bytes_for(kv);
+    // The limit covers what the context makes resident: the model's weights
+    // (mapped pages count once touched), the cache and the activations.
+    const uint64_t kv_bytes = qkv::KVCache::bytes_for(kv);
+    const uint64_t weight_bytes = model->model.weight_bytes();
+    const uint64_t act_bytes = qkv::Decoder::activation_bytes(c, d);
+    const uint64_t bytes = kv_bytes + weight_bytes + act_bytes;
     if (o.memory_limit > 0 && bytes > o.memory_limit) {
       return set_error(QKV_ERR_OUT_OF_MEMORY,
-                       "the KV cache needs " + std::to_string(bytes) + " bytes (" + std::to_string(n_seqs) +
-                           " sequences x " + std::to_string(kv.capacity) + " positions, " +
-                           qkv::dtype_name(kv.type) + "), over the memory limit of " +
-                           std::to_string(o.memory_limit) + " bytes");
+                       "the context needs " + std::to_string(bytes) + " bytes: weights " +
+                           std::to_string(weight_bytes) + ", KV cache " + std::to_string(kv_bytes) + " (" +
+                           std::to_string(n_seqs) + " sequences x " + std::to_string(kv.capacity) + " positions, " +
+                           qkv::dtype_name(kv.type) + "), activations " + std::to_string(act_bytes) +
+                           "; over the memory limit of " + std::to_string(o.memory_limit) + " bytes");
     }
 
     auto ctx = std::make_unique<qkv_context>();
@@ -446,20 +452,6 @@ qkv_status qkv_session_truncate(qkv_session* session, int64_t position) {
     session->fed.resize(session->fed.size() > drop ? session->fed.size() - drop : 0);
     return QKV_OK;
   });
-}
-
-void qkv_sampler_options_init(qkv_sampler_options* options) {
-  if (!options) return;
-  const qkv::SamplerOptions d;
-  options->temperature = d.temperature;
-  options->top_k = d.top_k;
-  options->top_p = d.top_p;
-  options->min_p = d.min_p;
-  options->seed = d.seed;
-  options->repeat_penalty = d.repeat_penalty;
-  options->repeat_last_n = d.repeat_last_n;
-  options->presence_penalty = d.presence_penalty;
-  options->frequency_penalty = d.frequency_penalty;
 }
 
 qkv_status qkv_session_set_sampler(qkv_session* session, const qkv_sampler_options* options) {

@@ -71,6 +71,14 @@ Decoder::Decoder(const Model& model, const DecoderOptions& options)
   logits_.resize(static_cast<size_t>(options.n_seqs * c.vocab_size));
 }
 
+uint64_t Decoder::activation_bytes(const ModelConfig& c, const DecoderOptions& o) {
+  const uint64_t rows = static_cast<uint64_t>(std::max<int64_t>({1, o.prefill_batch, o.n_seqs}));
+  // x_, xb_, q_, k_, v_, att_, hb_, hb2_, rope_cs_ (and rope_cs_local_) of ensure_rows.
+  const uint64_t per_row = 2 * uint64_t(c.dim) + 2 * uint64_t(c.q_dim()) + 2 * uint64_t(c.kv_dim()) +
+                           2 * uint64_t(c.hidden_dim) + uint64_t(c.rope_dim) * (c.rope_theta_local > 0 ? 2 : 1);
+  return (rows * per_row + uint64_t(o.n_seqs) * uint64_t(c.vocab_size)) * sizeof(float);
+}
+
 void Decoder::ensure_rows(int64_t M) {
   if (M <= rows_) return;
   const ModelConfig& c = model_.config;

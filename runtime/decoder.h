@@ -43,6 +43,12 @@ class Decoder {
  public:
   Decoder(const Model& model, const DecoderOptions& options);
 
+  // Bytes of the activation buffers a Decoder of these options holds at most:
+  // [max(prefill_batch, n_seqs)] rows of every per-row buffer plus the logits
+  // of n_seqs rows (the KV cache is KVCache::bytes_for, the weights
+  // Model::weight_bytes).
+  static uint64_t activation_bytes(const ModelConfig& config, const DecoderOptions& options);
+
   // Runs tokens[0..n) of sequence seq at positions length(seq) .. length(seq)+n-1
   // and returns the logits [vocab] of the last one. Fails (qkv::Error) if the
   // tokens do not fit in the context or a token id is out of range.

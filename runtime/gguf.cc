@@ -1,7 +1,6 @@
 #include "runtime/gguf.h"
 
 #include <algorithm>
-#include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstring>

@@ -396,17 +396,20 @@ Model load_llama2c_model(const std::string& path) {
   validate_model_config(c, path);
 
 
-  // Sizes in floats; every factor is below 2^24 and the sums stay far below 2^63.
-  const uint64_t dim = c.dim, hid = c.hidden_dim, L = c.n_layers, kv = c.kv_dim(), V = c.vocab_size;
-  const uint64_t hs = c.head_dim;
-  const uint64_t expected_floats = V * dim + L * dim + L * dim * dim + 2 * L * kv * dim + L * dim * dim +
-                                   L * dim + 3 * L * hid * dim + dim + uint64_t(c.context_length) * hs +
-                                   (shared_classifier ? 0 : V * dim);
-  const uint64_t expected = kHeaderBytes + expected_floats * 4;
+  // Sizes in floats, in 128 bits: with every dimension up to 2^24 and 4096
+  // layers the byte count passes 2^64, and a wrapped one could match a small file.
+  using u128 = unsigned __int128;
+  const u128 dim = c.dim, hid = c.hidden_dim, L = c.n_layers, kv = c.kv_dim(), V = c.vocab_size;
+  const u128 hs = c.head_dim;
+  const u128 expected_floats = V * dim + L * dim + L * dim * dim + 2 * L * kv * dim + L * dim * dim + L * dim +
+                               3 * L * hid * dim + dim + u128(c.context_length) * hs +
+                               (shared_classifier ? 0 : V * dim);
+  const u128 expected = kHeaderBytes + expected_floats * 4;
   if (f.size != expected) {
-    fail("llama2.c checkpoint '", path, "' has ", f.size, " bytes but its header (dim ", dim, ", hidden ", hid,
-         ", layers ", L, ", heads ", c.n_heads, ", kv heads ", c.n_kv_heads, ", vocab ", h[5], ", seq_len ",
-         c.context_length, ") implies ", expected, f.size < expected ? " (truncated)" : " (trailing data)");
+    const std::string implied = expected > UINT64_MAX ? "more than 2^64" : std::to_string(uint64_t(expected));
+    fail("llama2.c checkpoint '", path, "' has ", f.size, " bytes but its header (dim ", c.dim, ", hidden ",
+         c.hidden_dim, ", layers ", c.n_layers, ", heads ", c.n_heads, ", kv heads ", c.n_kv_heads, ", vocab ", h[5],
+         ", seq_len ", c.context_length, ") implies ", implied, f.size < expected ? " (truncated)" : " (trailing data)");
   }
 
   auto storage = std::make_shared<LoadedStorage>();
@@ -419,7 +422,7 @@ Model load_llama2c_model(const std::string& path) {
     p += rows * cols;
     return mat;
   };
-  m.layers.resize(L);
+  m.layers.resize(static_cast<size_t>(c.n_layers));
   m.token_embd = take(V, dim);
   for (auto& l : m.layers) l.attn_norm = take(1, dim);
   for (auto& l : m.layers) l.wq = take(dim, dim);
@@ -431,7 +434,7 @@ Model load_llama2c_model(const std::string& path) {
   for (auto& l : m.layers) l.ffn_down = take(dim, hid);  // w2
   for (auto& l : m.layers) l.ffn_up = take(hid, dim);    // w3
   m.output_norm = take(1, dim);
-  p += uint64_t(c.context_length) * hs;  // freq_cis_real and freq_cis_imag: unused
+  p += uint64_t(c.context_length) * c.head_dim;  // freq_cis_real and freq_cis_imag: unused
   m.output = shared_classifier ? m.token_embd : take(V, dim);
   m.path = path;
   m.storage = storage;

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "kernels/error.h"
+#include "qkv.h"
 
 namespace qkv {
 
@@ -166,3 +167,19 @@ int32_t Sampler::sample(float* logits, int64_t n, const int32_t* recent, int64_t
 }
 
 }  // namespace qkv
+
+// The C API's sampler defaults are the SamplerOptions defaults (here, beside
+// them, so code that reads sampler options needs no more of the library).
+void qkv_sampler_options_init(qkv_sampler_options* options) {
+  if (!options) return;
+  const qkv::SamplerOptions d;
+  options->temperature = d.temperature;
+  options->top_k = d.top_k;
+  options->top_p = d.top_p;
+  options->min_p = d.min_p;
+  options->seed = d.seed;
+  options->repeat_penalty = d.repeat_penalty;
+  options->repeat_last_n = d.repeat_last_n;
+  options->presence_penalty = d.presence_penalty;
+  options->frequency_penalty = d.frequency_penalty;
+}

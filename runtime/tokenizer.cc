@@ -17,10 +17,11 @@ namespace {
 constexpr int64_t kMaxVocab = int64_t(1) << 24;
 
 // Token texts that end a turn (llama.cpp's list): with EOS, EOT and EOM they
-// form the end-of-generation set.
+// form the end-of-generation set. The last is DeepSeek's "<｜end▁of▁sentence｜>"
+// in octal escapes (a hex escape would swallow the letters after it).
 const char* const kEogTexts[] = {
     "<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<|eom_id|>", "<EOT>", "_<EOT>",
-    "<|end_of_text|>", "<end_of_utterance>", "<eos>", "<\xEF\xBD\x9C" "end\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C>",
+    "<|end_of_text|>", "<end_of_utterance>", "<eos>", "<\357\275\234end\342\226\201of\342\226\201sentence\357\275\234>",
 };
 
 void check_counts(size_t n_pieces, size_t n_other, const char* what, const std::string& where) {

@@ -13,8 +13,10 @@ packages=(cmake g++ make pkg-config libhwy-dev libdnnl-dev ocl-icd-opencl-dev do
 command -v node >/dev/null || packages+=(nodejs)
 command -v npm >/dev/null || packages+=(npm)
 # --tests: also the tools only the tests use: Python's jinja2 (the chat-template
-# oracle), Chromium (renders the attention-map SVG headless) and tmux (qkv chat in a terminal).
-[ "${1:-}" = --tests ] && packages+=(python3-jinja2 chromium tmux)
+# oracle), Chromium (renders the attention-map SVG headless), tmux (qkv chat in a
+# terminal), clang-14 and its runtime libraries (libFuzzer and the sanitizers of
+# tests/fuzz, scripts/fuzz.sh).
+[ "${1:-}" = --tests ] && packages+=(python3-jinja2 chromium tmux clang-14 libclang-rt-14-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -5,8 +5,9 @@
 #      (file parsers, tokenizer, kernels, KV cache, C API);
 #   3. the suites labelled "tsan" (one model shared by sessions on many threads)
 #      built with ThreadSanitizer;
-#   4. the suites labelled "kernels" with Highway compiled for SCALAR only.
-# QKV_TEST_QUICK=1 stops after the first stage.
+#   4. the suites labelled "kernels" with Highway compiled for SCALAR only;
+#   5. every libFuzzer harness of tests/fuzz for QKV_FUZZ_SECONDS (scripts/fuzz.sh).
+# QKV_TEST_QUICK=1 stops after the first stage; QKV_TEST_SKIP_FUZZ=1 leaves out the fifth.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh --tests
@@ -63,6 +64,13 @@ TSAN_OPTIONS=halt_on_error=1 sanitized_stage build-tsan tsan -DQKV_TSAN=ON -DQKV
 
 stage "Kernels compiled for Highway's SCALAR target only"
 sanitized_stage build-scalar kernels -DQKV_SCALAR_ONLY=ON -DCMAKE_BUILD_TYPE=Release
+
+if [ "${QKV_TEST_SKIP_FUZZ:-0}" = 1 ]; then
+  stage "libFuzzer harnesses: skipped (QKV_TEST_SKIP_FUZZ=1)"
+else
+  stage "libFuzzer harnesses (clang-14, AddressSanitizer + UBSan)"
+  QKV_BIN=build/tools/qkv scripts/fuzz.sh
+fi
 
 stage "all stages passed"
 echo "$passed passed, 0 failed"

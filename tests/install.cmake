@@ -5,7 +5,7 @@
 # compared with `qkv run`. Needs the qkv, qkv_shared and qkv_static targets built
 # (a plain `cmake --build` builds them). Not in sanitizer builds: their
 # libraries need the sanitizer runtime linked into the consumer as well.
-if(NOT QKV_SANITIZE AND NOT QKV_TSAN)
+if(NOT QKV_SANITIZE AND NOT QKV_TSAN AND NOT QKV_FUZZ)
   add_test(NAME install_consumer
            COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/install_consumer.sh
                    ${PROJECT_BINARY_DIR} ${PROJECT_SOURCE_DIR} ${QKV_SHARED_DIR} ${CMAKE_C_COMPILER} ${CMAKE_COMMAND})

@@ -2,8 +2,13 @@
 // runtime/atomic_file.h: an output appears whole or not at all.
 #include <doctest/doctest.h>
 #include <dirent.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include <csignal>
+#include <cstdint>
+#include <vector>
 
 #include <fstream>
 #include <sstream>
@@ -11,6 +16,7 @@
 
 #include "kernels/error.h"
 #include "runtime/atomic_file.h"
+#include "runtime/gguf.h"
 
 namespace {
 
@@ -77,4 +83,52 @@ TEST_CASE("an unwritable place is an I/O error naming the file") {
     CHECK(std::string(e.what()).find("/nonexistent-dir-qkv/out.gguf.tmp.") != std::string::npos);
   }
   CHECK_THROWS_WITH(qkv::AtomicFile(""), doctest::Contains("empty path"));
+}
+
+// A file-size limit (RLIMIT_FSIZE) fails writes past it with EFBIG, as a full
+// disk fails them with ENOSPC; tests/cli_disk_full.sh fills a real tmpfs.
+TEST_CASE("a GGUF written past the file-size limit is an I/O error and leaves no file") {
+  const std::string dir = out_dir();
+  const std::string path = dir + "/big.gguf";
+  std::vector<uint8_t> data(256 * 1024, 7);
+  qkv::GGUFWriter w;
+  w.set("general.architecture", qkv::GGUFValue::string("llama"));
+  w.add_tensor("t", 0 /* F32 */, {data.size() / 4}, data.data(), data.size());
+  rlimit old{};
+  REQUIRE(::getrlimit(RLIMIT_FSIZE, &old) == 0);
+  auto old_handler = std::signal(SIGXFSZ, SIG_IGN);  // EFBIG instead of the signal
+  rlimit small = old;
+  small.rlim_cur = 64 * 1024;
+  REQUIRE(::setrlimit(RLIMIT_FSIZE, &small) == 0);
+  bool threw = false;
+  std::string what;
+  try {
+    w.write(path);
+  } catch (const qkv::Error& e) {
+    threw = true;
+    what = e.what();
+    CHECK(e.kind() == qkv::ErrorKind::kIO);
+  }
+  ::setrlimit(RLIMIT_FSIZE, &old);
+  std::signal(SIGXFSZ, old_handler);
+  CHECK(threw);
+  CHECK(what.find(path + ".tmp.") != std::string::npos);
+  CHECK(what.find("File too large") != std::string::npos);
+  CHECK(entries(dir) == 0);
+  // Within the limit the same writer gives the whole file.
+  w.write(path);
+  CHECK(slurp(path).size() == w.serialize().size());
+  ::unlink(path.c_str());
+  ::rmdir(dir.c_str());
+}
+
+TEST_CASE("write_file_atomically: the bytes whole, or an error and nothing") {
+  const std::string dir = out_dir();
+  const std::string path = dir + "/page.svg";
+  qkv::write_file_atomically(path, std::string("<svg>\0</svg>", 13));
+  CHECK(slurp(path) == std::string("<svg>\0</svg>", 13));
+  CHECK_THROWS_WITH(qkv::write_file_atomically(dir + "/missing/page.svg", "x"), doctest::Contains("missing/page.svg"));
+  CHECK(entries(dir) == 1);
+  ::unlink(path.c_str());
+  ::rmdir(dir.c_str());
 }

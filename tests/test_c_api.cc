@@ -408,15 +408,26 @@ TEST_CASE("c api: context options are checked") {
   CHECK(qkv_context_create(m, 1, &o, &c) == QKV_ERR_INVALID_ARGUMENT);
   CHECK(message_has("q8_0"));
 
-  // Memory limit: the exact size passes, one byte less is out of memory.
-  // 2 layers x K,V x 3 seqs x 2 KV heads x 64 positions x 16 dims x 4 bytes.
+  // Memory limit: the weights, the KV cache and the activations together; the
+  // exact size passes, one byte less is out of memory.
+  // KV: 2 layers x K,V x 3 seqs x 2 KV heads x 64 positions x 16 dims x 4 bytes.
   const uint64_t bytes = 2ull * 2 * 3 * 2 * 64 * 16 * 4;
   o = one_thread_options(64);
-  o.memory_limit = bytes - 1;
+  const qkv::Model loaded = qkv::load_model(synthetic_gguf());
+  qkv::DecoderOptions dopt;
+  dopt.n_seqs = 3;
+  dopt.prefill_batch = o.prefill_batch > 0 ? o.prefill_batch : dopt.prefill_batch;
+  const uint64_t total = bytes + loaded.weight_bytes() + qkv::Decoder::activation_bytes(loaded.config, dopt);
+  CHECK(total > bytes + loaded.weight_bytes());
+  o.memory_limit = total - 1;
   CHECK(qkv_context_create(m, 3, &o, &c) == QKV_ERR_OUT_OF_MEMORY);
   CHECK(c == nullptr);
   CHECK(message_has("memory limit"));
-  o.memory_limit = bytes;
+  CHECK(message_has(("weights " + std::to_string(loaded.weight_bytes())).c_str()));
+  CHECK(message_has(("KV cache " + std::to_string(bytes)).c_str()));
+  o.memory_limit = bytes;  // the cache alone fits, the whole context does not
+  CHECK(qkv_context_create(m, 3, &o, &c) == QKV_ERR_OUT_OF_MEMORY);
+  o.memory_limit = total;
   REQUIRE(qkv_context_create(m, 3, &o, &c) == QKV_OK);
   CHECK(qkv_context_kv_bytes(c) == bytes);
   qkv_session* s = nullptr;

@@ -126,6 +126,12 @@ TEST_CASE("hostile templates hit limits, not the stack or memory") {
   CHECK(error_of("{% set s = 'xxxxxxxxxxxxxxxx' %}{% for i in range(30) %}{% set s = s ~ s %}{% endfor %}").find("too large") !=
         std::string::npos);
   CHECK(error_of("{{ 9223372036854775807 + 1 }}").find("overflow") != std::string::npos);
+  // range() near the ends of int64: the step past the last value would overflow.
+  CHECK(render("{% for i in range(9223372036854775806, 9223372036854775807, 5) %}{{ i }};{% endfor %}") ==
+        "9223372036854775806;");
+  CHECK(render("{% for i in range(-9223372036854775807, -9223372036854775807 - 1, -3) %}{{ i }};{% endfor %}") ==
+        "-9223372036854775807;");
+  CHECK(render("{{ range(-9223372036854775807 - 1, 9223372036854775807, 4611686018427387904) | length }}") == "4");
 }
 
 TEST_CASE("C API: qkv_chat_render with a template given and the model's BOS/EOS") {

@@ -275,6 +275,16 @@ TEST_CASE("malformed llama2.c checkpoints are clear errors") {
     write_bytes(path, bad);
     CHECK(throws_with([&] { load_model(path); }, "truncated"));
   }
+  SUBCASE("a header whose byte count passes 2^64") {
+    // dim 2^24, hidden 11184808, 4096 layers, 2^23 heads of 2 dims, 1 KV head,
+    // vocab 8191, seq_len 16: 2^62 + 32 floats, whose byte count 28 + 4 * floats
+    // wraps to 156 in 64 bits, this file's size.
+    const int32_t h[7] = {1 << 24, 11184808, 4096, 1 << 23, 1, 8191, 16};
+    std::vector<uint8_t> bad(156, 0);
+    std::memcpy(bad.data(), h, sizeof(h));
+    write_bytes(path, bad);
+    CHECK(throws_with([&] { load_model(path); }, "implies more than 2^64"));
+  }
   SUBCASE("inconsistent heads") {
     std::vector<uint8_t> bad = good;
     const int32_t heads = 3;  // 64 % 3 != 0

@@ -2,11 +2,11 @@
 // (SVG, one panel per head, GQA groups marked) and the matrices as JSON.
 // A client of the public C API.
 #include <cstdio>
-#include <fstream>
 #include <string>
 #include <vector>
 
 #include "qkv.h"
+#include "runtime/atomic_file.h"
 #include "tools/args.h"
 #include "tools/attention_svg.h"
 #include "tools/commands.h"
@@ -121,9 +121,7 @@ int cmd_attention(int argc, char** argv) {
                               std::to_string(n) + " tokens";
     const std::string svg =
         render_attention_svg(title, pieces, panels, head < 0 ? info.n_heads : 1, head < 0 ? group : 1);
-    std::ofstream f(out_path, std::ios::binary);
-    f << svg;
-    if (!f) fail("cannot write '", out_path, "'");
+    write_file_atomically(out_path, svg);
   }
   if (json) {
     std::printf("{\"model\": \"%s\", \"n_heads\": %lld, \"n_kv_heads\": %lld, \"ids\": [", json_escape(model_path).c_str(),

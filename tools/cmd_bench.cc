@@ -11,7 +11,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <cstdlib>
 #include <chrono>
 #include <cstdio>
@@ -25,6 +24,7 @@
 #include "kernels/error.h"
 #include "kernels/machine/probe.h"
 #include "kernels/simd_target.h"
+#include "runtime/atomic_file.h"
 #include "runtime/decoder.h"
 #include "runtime/model.h"
 #include "runtime/model_loader.h"
@@ -578,10 +578,7 @@ int cmd_bench(int argc, char** argv) {
 
   const std::string json = report_to_json(report).dump();
   if (!o.json_out.empty()) {
-    FILE* f = std::fopen(o.json_out.c_str(), "wb");
-    if (!f) fail("cannot create '", o.json_out, "': ", std::strerror(errno));
-    const bool ok = std::fprintf(f, "%s\n", json.c_str()) >= 0;
-    if (std::fclose(f) != 0 || !ok) fail("cannot write '", o.json_out, "'");
+    write_file_atomically(o.json_out, json + "\n");
   }
   if (o.json) {
     std::printf("%s\n", json.c_str());

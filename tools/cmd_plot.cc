@@ -3,13 +3,13 @@
 // (plus prefill tokens/s against prompt length when any file has prefill rows),
 // one line per file (its configuration label), with min..max whiskers.
 #include <cstdio>
-#include <fstream>
 #include <iterator>
 #include <set>
 #include <string>
 #include <vector>
 
 #include "kernels/error.h"
+#include "runtime/atomic_file.h"
 #include "tools/args.h"
 #include "tools/bench_json.h"
 #include "tools/bench_svg.h"
@@ -98,11 +98,7 @@ int cmd_plot(int argc, char** argv) {
     }
   }
   const std::string svg = render_svg_chart(title, panels);
-  std::ofstream out(output, std::ios::binary);
-  if (!out) fail("cannot create '", output, "'");
-  out << svg;
-  out.close();
-  if (!out) fail("cannot write '", output, "'");
+  write_file_atomically(output, svg);
   return 0;
 }
 

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "kernels/error.h"
+#include "runtime/atomic_file.h"
 #include "runtime/gguf.h"
 #include "runtime/model_loader.h"
 #include "runtime/tokenizer.h"
@@ -157,9 +158,7 @@ int cmd_detokenize(int argc, char** argv) {
   }
   const std::string text = tok.decode(ids, o.special);
   if (!o.output.empty()) {
-    std::ofstream out(o.output, std::ios::binary);
-    out.write(text.data(), static_cast<std::streamsize>(text.size()));
-    QKV_CHECK(out.good(), "cannot write '", o.output, "'");
+    write_file_atomically(o.output, text);
     return 0;
   }
   std::fwrite(text.data(), 1, text.size(), stdout);

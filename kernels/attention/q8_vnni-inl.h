@@ -13,12 +13,13 @@
 #include "hwy/highway.h"
 #include "kernels/attention/prefetch-inl.h"
 
+// Only AVX3_DL has code here: another target's region would be empty (clang warns).
+#if HWY_TARGET == HWY_AVX3_DL
 HWY_BEFORE_NAMESPACE();
 namespace qkv {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-#if HWY_TARGET == HWY_AVX3_DL
 // Query rows of one item quantized for an integer Q·K against a Q8_0 cache: per
 // 32-value block b of row r, q ≈ dq[r][b] * q8[r][b*32 ..] with q8 in
 // [-127, 127] (|error| <= dq/2 = max|q_block| / 254 per element), and
@@ -66,11 +67,13 @@ struct QueryQ8 {
 // unsigned x signed bytes: K's sign bit is flipped (k + 128) and corr removes
 // the 128 * Σq that adds. Against the f32 path this cuts the Q·K work ~3x for a
 // GQA group of 8. Highway 1.0.3 has no such op (and its AVX3_DL target does not
-// enable avx512vnni, which every AVX3_DL CPU has), hence the intrinsics.
+// enable avx512vnni, which every AVX3_DL CPU has), hence the intrinsics. The
+// attribute names the target's whole feature set: clang replaces the region's
+// target features with a function's own (g++ adds them).
 template <int RB>
-__attribute__((target("avx512vnni"))) void ScoresQ8Vnni(const QueryQ8& qq, int64_t r0, const uint8_t* kblk,
-                                                         int64_t rs, size_t nk, float* st, size_t bk,
-                                                         const RowPrefetch* pf) {
+__attribute__((target(HWY_TARGET_STR ",avx512vnni"))) void ScoresQ8Vnni(
+    const QueryQ8& qq, int64_t r0, const uint8_t* kblk, int64_t rs, size_t nk, float* st, size_t bk,
+    const RowPrefetch* pf) {
   const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
   const __m512i take_lo = _mm512_setr_epi64(0, 1, 8, 9, 4, 5, 12, 13);
   const __m512i take_hi = _mm512_setr_epi64(2, 3, 10, 11, 6, 7, 14, 15);
@@ -140,10 +143,9 @@ __attribute__((target("avx512vnni"))) void ScoresQ8Vnni(const QueryQ8& qq, int64
     for (int r = 0; r < RB; ++r) _mm512_storeu_ps(st + (r0 + r) * static_cast<int64_t>(bk) + jg, score[r]);
   }
 }
-#endif  // HWY_TARGET == HWY_AVX3_DL
-
 }  // namespace HWY_NAMESPACE
 }  // namespace qkv
 HWY_AFTER_NAMESPACE();
+#endif  // HWY_TARGET == HWY_AVX3_DL
 
 #endif  // QKV_KERNELS_ATTENTION_Q8_VNNI_INL_H_

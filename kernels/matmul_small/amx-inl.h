@@ -11,6 +11,7 @@
 #define QKV_KERNELS_MATMUL_SMALL_AMX_INL_H_
 #endif
 
+#include <cpuid.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -43,7 +44,9 @@ namespace HWY_NAMESPACE {
 //    the steps in turn (independent accumulations overlap), added at the end.
 // The block's rows are contiguous in memory, so the decoding reads one
 // sequential stream; it prefetches the next block as it goes.
-#define QKV_AMX_TARGET __attribute__((target("avx512bf16,prfchw,amx-tile,amx-bf16")))
+// The attribute names the target's whole feature set: clang replaces the
+// region's target features with a function's own (g++ adds them).
+#define QKV_AMX_TARGET __attribute__((target(HWY_TARGET_STR ",avx512bf16,prfchw,amx-tile,amx-bf16")))
 
 constexpr size_t kRowsAMX = 16;  // rows per tile: AMX's 16 tile rows
 constexpr size_t kAccAMX = 4;    // C tiles that take the steps in turn
@@ -263,7 +266,11 @@ QKV_AMX_TARGET void MatmulSmallAMX(const Matrix* Ws, float* const* Ys, int count
 // state (Linux 5.16+: arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA)),
 // asked once for the process.
 bool HasAMXPath() {
-  if (!__builtin_cpu_supports("amx-bf16") || !__builtin_cpu_supports("avx512bf16")) return false;
+  // CPUID leaf 7: AMX-BF16 is EDX bit 22 of subleaf 0, AVX512-BF16 EAX bit 5 of
+  // subleaf 1 (clang 14's __builtin_cpu_supports knows neither name).
+  unsigned a, b, c, d;
+  if (!__get_cpuid_count(7, 0, &a, &b, &c, &d) || !(d & (1u << 22))) return false;
+  if (!__get_cpuid_count(7, 1, &a, &b, &c, &d) || !(a & (1u << 5))) return false;
   constexpr long kReqXcompPerm = 0x1023, kXtileData = 18;
   return syscall(SYS_arch_prctl, kReqXcompPerm, kXtileData) == 0;
 }

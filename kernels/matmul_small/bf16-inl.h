@@ -92,7 +92,7 @@ QKV_BF16_TARGET HWY_INLINE void DotTileBF16(const uint16_t* HWY_RESTRICT w, cons
       for (size_t r = 0; r < kRowsBF16; ++r) __builtin_prefetch(pf.p + r * pf.stride + line * 64, 0, 3);
     }
     // The outputs of the block after next, for writing (see MatmulRangeBF16).
-    for (; y_ahead != nullptr && ym < M && ym * steps <= t * M; ++ym) _m_prefetchw(y_ahead + ym * ldy);
+    for (; y_ahead != nullptr && ym < M && ym * steps <= t * M; ++ym) __builtin_prefetch(y_ahead + ym * ldy, 1, 3);  // prefetchw
     if (t < own_steps) {
       for (size_t k = 0; k < kRowsBF16; ++k) {
         DecodeStepBF16<T>(own.row + k * own.stride, t, own.out + (t * kRowsBF16 + k) * kBF16Step);
@@ -223,7 +223,7 @@ QKV_BF16_TARGET void MatmulRangeBF16(const Matrix& W, const uint16_t* HWY_RESTRI
       // What no tile decodes of the block at row r, into out: a whole
       // block's partial last step (a tile decodes its whole steps), or every
       // row of a partial block.
-      const auto decode_rest = [&](int64_t r, uint16_t* out) {
+      const auto decode_rest = [&](int64_t r, uint16_t* out) QKV_BF16_TARGET {  // clang: a lambda has its own target
         const size_t rows = rows_at(r);
         for (size_t k = 0; k < rows; ++k) {
           const uint8_t* row = row_at(r + static_cast<int64_t>(k));

@@ -14,11 +14,14 @@
 #include "hwy/highway.h"
 #include "kernels/matmul_small/common-inl.h"
 
+// Only AVX3_DL has code here: another target's region would be empty (clang warns).
+#if HWY_TARGET == HWY_AVX3_DL
 HWY_BEFORE_NAMESPACE();
 namespace qkv {
 namespace HWY_NAMESPACE {
-#if HWY_TARGET == HWY_AVX3_DL
-#define QKV_BF16_TARGET __attribute__((target("avx512bf16,prfchw")))
+// The target's whole feature set plus these: clang replaces the region's
+// target features with a function's own (g++ adds them).
+#define QKV_BF16_TARGET __attribute__((target(HWY_TARGET_STR ",avx512bf16,prfchw")))
 
 constexpr size_t kRowsBF16 = 4;   // rows per block: 4 x 4 quads = 16 accumulators
 constexpr size_t kBF16Step = 32;  // columns per step
@@ -75,10 +78,9 @@ QKV_BF16_TARGET HWY_INLINE void DecodeRowBF16(const uint8_t* HWY_RESTRICT row, s
   for (size_t t = 0; t < cols / kBF16Step; ++t) DecodeStepBF16<T>(row, t, out + t * stride);
   DecodeTailBF16<T>(row, cols, out, stride);
 }
-#endif  // HWY_TARGET == HWY_AVX3_DL
-
 }  // namespace HWY_NAMESPACE
 }  // namespace qkv
 HWY_AFTER_NAMESPACE();
+#endif  // HWY_TARGET == HWY_AVX3_DL
 
 #endif  // QKV_KERNELS_MATMUL_SMALL_BF16_DECODE_INL_H_

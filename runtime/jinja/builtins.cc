@@ -409,7 +409,7 @@ Value f_int(Interp& in, const Value& v, Args& a) {
   return Value(def);
 }
 
-#define FILTER(name) [](Interp & in, const Value& v, Args& a) -> Value
+#define FILTER(name) []([[maybe_unused]] Interp & in, [[maybe_unused]] const Value& v, [[maybe_unused]] Args& a) -> Value
 #define UNUSED (void)in, (void)a, (void)v
 
 const std::pair<const char*, FilterFn> kFilters[] = {
@@ -603,7 +603,10 @@ void add_globals(Scope* g) {
     const double n = std::ceil((static_cast<double>(stop) - static_cast<double>(start)) / static_cast<double>(step));
     if (n > 1e6) in.error("range too large (over 1000000 items)");
     List out;
-    for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) out.push_back(Value(i));
+    for (int64_t i = start; step > 0 ? i < stop : i > stop;) {
+      out.push_back(Value(i));
+      if (__builtin_add_overflow(i, step, &i)) break;  // the next value would be past int64, so past stop
+    }
     return Value::list(std::move(out));
   });
   (*g)["namespace"] = Value::func("namespace", [](Interp& in, Args& a) -> Value {

@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# Writes the libFuzzer seed corpora into DIR/<harness>/ (default build-fuzz/seeds):
+# small files made by qkv's own writers (qkv make-model, the KL-divergence
+# base writer of qkv perplexity), the chat templates of ../shared/templates,
+# request bodies and texts. Nothing here is committed; scripts/fuzz.sh calls it.
+#   QKV_BIN   the qkv binary (default build/tools/qkv, the Release build's)
+#   QKV_SHARED the shared data (default ../shared)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+out=${1:-build-fuzz/seeds}
+qkv=${QKV_BIN:-build/tools/qkv}
+shared=${QKV_SHARED:-../shared}
+[ -x "$qkv" ] || { echo "fuzz_seeds: no qkv binary at $qkv (build the Release target qkv or set QKV_BIN)" >&2; exit 1; }
+rm -rf "$out"
+mkdir -p "$out"/{gguf,llama2c,kld_file,tokenizer,chat_template,serve_request}
+
+# GGUF: tiny synthetic models of several families and weight types, and their
+# first 4 KiB (header, metadata and tensor table without the data).
+for spec in "llama f16" "qwen2 q8_0" "gemma2 bf16" "phi3 q8_0"; do
+  set -- $spec
+  "$qkv" make-model tiny --arch "$1" --type "$2" -q -o "$out/gguf/tiny-$1-$2.gguf"
+  head -c 4096 "$out/gguf/tiny-$1-$2.gguf" > "$out/gguf/head-$1-$2.gguf"
+done
+
+# llama2.c: a checkpoint of dim 8, hidden 16, 1 layer, 2 heads, vocab 16, seq_len 4
+# (header then the f32 arrays), and a tokenizer.bin of 16 tokens.
+python3 - "$out/llama2c" <<'PY'
+import struct, sys, random
+d = sys.argv[1]
+dim, hid, L, nh, nkv, V, seq = 8, 16, 1, 2, 2, 16, 4
+hs = dim // nh; kv = nkv * hs
+n = V*dim + L*dim + 2*L*dim*dim + 2*L*kv*dim + L*dim + 3*L*hid*dim + dim + seq*hs
+rnd = random.Random(1)
+with open(f"{d}/tiny.bin", "wb") as f:
+    f.write(struct.pack("<7i", dim, hid, L, nh, nkv, V, seq))
+    f.write(struct.pack(f"<{n}f", *[rnd.uniform(-1, 1) for _ in range(n)]))
+with open(f"{d}/tiny-untied.bin", "wb") as f:
+    f.write(struct.pack("<7i", dim, hid, L, nh, nkv, -V, seq))
+    f.write(struct.pack(f"<{n + V*dim}f", *[rnd.uniform(-1, 1) for _ in range(n + V*dim)]))
+toks = [b"<unk>", b"<s>", b"</s>", b"<0x0A>", b" ", b"a", b"b", b"ab", b" the", b"\xe2\x96\x81", b"Once",
+        b" upon", b" time", b"\xc3\xa9", b"zz", b"."]
+with open(f"{d}/tokenizer.bin", "wb") as f:
+    f.write(struct.pack("<i", max(len(t) for t in toks)))
+    for i, t in enumerate(toks):
+        f.write(struct.pack("<fi", -float(i), len(t)) + t)
+PY
+
+# KL-divergence base files of the tiny model: 1 and 2 chunks of 8 tokens.
+text=$(mktemp)
+trap 'rm -f "$text"' EXIT
+printf 'Once upon a time there was a tiny model that read its own files again and again.\n' > "$text"
+for chunks in 1 2; do
+  "$qkv" perplexity -m "$out/gguf/tiny-llama-f16.gguf" -f "$text" -c 8 --chunks "$chunks" \
+    --kl-divergence-base "$out/kld_file/tiny-$chunks.kld" > /dev/null 2>&1
+done
+
+# Tokenizer texts: byte 0 picks the vocabulary and flags (tests/fuzz/tokenizer.cc).
+i=0
+for t in 'Hello, world!' ' leading spaces and  doubles' $'tabs\tand\nnewlines' 'naïve café 日本語 🦙' \
+         '<s>special</s><|endoftext|><|im_start|>' $'\xff\xfe invalid \xc3 utf-8 \xed\xa0\x80' '1234567890 3.14'; do
+  for sel in 0 1 2 3 112; do
+    printf "\\x$(printf %02x "$sel")%s" "$t" > "$out/tokenizer/text-$i-$sel"
+  done
+  i=$((i + 1))
+done
+
+# Chat templates (rendered with the harness's default conversation) and one
+# with a conversation after a NUL byte.
+for f in "$shared"/templates/*.jinja; do
+  [ -f "$f" ] && cp "$f" "$out/chat_template/"
+done
+{ printf '{%% for m in messages %%}<|{{ m.role }}|>{{ m.content | trim }}{%% endfor %%}'
+  printf '\0'
+  printf '[{"role": "user", "content": " hi "}, {"role": "assistant", "content": "yes"}]'; } \
+  > "$out/chat_template/with-conversation"
+
+# Request bodies of both endpoints.
+r=$out/serve_request
+echo '{"prompt": "Once upon a time", "max_tokens": 16, "temperature": 0.7, "stop": ["\n"]}' > "$r/completion"
+echo '{"prompt": [1, 2, 3], "logprobs": 2, "echo": true, "logit_bias": {"5": -100}}' > "$r/completion-ids"
+echo '{"messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"}],
+ "stream": true, "stream_options": {"include_usage": true}, "seed": 7, "top_p": 0.9, "top_k": 40}' > "$r/chat"
+echo '{"messages": [{"role": "user", "content": [{"type": "text", "text": "a"}]}], "max_completion_tokens": 4,
+ "logprobs": true, "top_logprobs": 3, "frequency_penalty": 0.5, "presence_penalty": 0.1}' > "$r/chat-parts"
+echo "fuzz_seeds: $(find "$out" -type f | wc -l) seeds in $out"
