@@ -70,7 +70,7 @@ TEST_CASE("every tensor of every llama.cpp preset file dequantizes to llama.cpp'
       const GGUFTensorInfo* t = g.find_tensor(e.tensor);
       REQUIRE(t != nullptr);
       CHECK(ggml_type_name(t->type) == e.type);
-      DType type;
+      DType type = DType::F32;
       REQUIRE(dtype_from_ggml(t->type, &type));
       const size_t row = static_cast<size_t>(t->ne[0]);
       const size_t rows = static_cast<size_t>(t->n_elements / row);

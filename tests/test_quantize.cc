@@ -59,7 +59,7 @@ TEST_CASE("the quantizers reproduce llama-quantize's bytes for every tensor of e
       const GGUFTensorInfo* st = src.find_tensor(rt.name);
       REQUIRE(st != nullptr);
       REQUIRE(st->type == ggml_type::F32);
-      DType t;
+      DType t = DType::F32;
       REQUIRE_MESSAGE(dtype_from_ggml(rt.type, &t), rt.name, " has type ", rt.type);
       const size_t n = rt.n_elements, row = rt.ne[0];
       std::vector<float> x(n);
