@@ -42,6 +42,33 @@ namespace HWY_NAMESPACE {
 // Rows per block for this target (threads split the rows in whole blocks).
 int64_t MatmulSmallRows() { return static_cast<int64_t>(kRows); }
 
+#if HWY_TARGET == HWY_AVX3_DL
+template <DType T>
+QKV_BF16_TARGET void DecodeRowsBF16T(const Matrix& W, int64_t r0, int64_t r1, uint16_t* out) {
+  const size_t cols = static_cast<size_t>(W.cols), row_bytes = dtype_row_bytes(T, cols);
+  const uint8_t* base = static_cast<const uint8_t*>(W.data);
+  for (int64_t r = r0; r < r1; ++r) {
+    DecodeRowBF16<T>(base + r * static_cast<int64_t>(row_bytes), cols, out + (r - r0) * W.cols, kBF16Step);
+  }
+}
+#endif
+
+// Rows [r0, r1) of W (cols % 32 == 0, not F32) as bf16 (row stride W.cols),
+// through the small-batch kernel's step decoders; false on targets without them.
+bool DecodeRowsBF16(const Matrix& W, int64_t r0, int64_t r1, uint16_t* out) {
+#if HWY_TARGET == HWY_AVX3_DL
+  bool done = false;
+  WithBF16Type(W.type, [&](auto tag) {
+    DecodeRowsBF16T<decltype(tag)::value>(W, r0, r1, out);
+    done = true;
+  });
+  return done;
+#else
+  (void)W, (void)r0, (void)r1, (void)out;
+  return false;
+#endif
+}
+
 }  // namespace HWY_NAMESPACE
 }  // namespace qkv
 HWY_AFTER_NAMESPACE();
@@ -55,6 +82,7 @@ HWY_EXPORT(HasBF16Path);
 HWY_EXPORT(MatmulSmallRowsBF16);
 HWY_EXPORT(MatmulSmallAMX);
 HWY_EXPORT(HasAMXPath);
+HWY_EXPORT(DecodeRowsBF16);
 
 namespace detail {
 
@@ -144,6 +172,12 @@ void matmul_small_multi(const Matrix* Ws, float* const* Ys, int count, const flo
   auto* const kernel = amx ? HWY_DYNAMIC_DISPATCH(MatmulSmallAMX) : HWY_DYNAMIC_DISPATCH(MatmulSmallBF16);
   share_blocks(blocks, grain, bytes >= kMinParallelBytes,
                [&](BlockQueue& queue) { kernel(Ws, Ys, count, X, M, &queue, block); });
+}
+
+bool decode_rows_bf16(const Matrix& W, int64_t r0, int64_t r1, uint16_t* out) {
+  static const bool has_bf16 = HWY_DYNAMIC_DISPATCH(HasBF16Path)();
+  if (!has_bf16 || W.type == DType::F32 || W.cols % 32 != 0) return false;
+  return HWY_DYNAMIC_DISPATCH(DecodeRowsBF16)(W, r0, r1, out);
 }
 
 namespace {
