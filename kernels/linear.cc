@@ -24,6 +24,7 @@
 #include <cstring>
 #include <vector>
 
+#include "kernels/batch_activations.h"
 #include "kernels/error.h"
 #include "kernels/linear_internal.h"
 #include "kernels/quant/vec_dot.h"
@@ -490,9 +491,9 @@ using detail::BlockQueue;
 // quantized activations); F32/F16/BF16/Q8_0 have the kernels of this file.
 bool ggml_dot_type(DType t) { return dtype_is_quantized(t) && t != DType::Q8_0; }
 // Batches of the ggml block types take the GEMMs of the other weight types:
-// weights decoded tile by tile to bf16 (oneDNN above kMatmulSmallMaxM inputs,
-// the small-batch kernel's AVX512_BF16 / AMX path up to it), each weight read
-// once per batch. Where the small-batch kernel has no bf16 path (its f32 path
+// weights decoded tile by tile (to f32 for oneDNN above kMatmulSmallMaxM
+// inputs, to bf16 for the small-batch kernel's AVX512_BF16 / AMX path up to
+// it), each weight read once per batch. Where the small-batch kernel has no bf16 path (its f32 path
 // has no block decoders), batches of up to kMatmulSmallMaxM inputs, and larger
 // ones inside a parallel region or team (which oneDNN cannot join), go input
 // by input through ggml's arithmetic (quantized activations) instead.
@@ -611,10 +612,40 @@ void matmul(const Matrix& W, const float* X, int64_t M, float* Y) {
   QKV_CHECK(Y != nullptr, "matmul: null output");
   if (M == 1) return matvec(W, X, Y);
   if (M > kMatmulSmallMaxM && !omp_in_parallel() && current_team() == nullptr && W.cols > 0) {
+    if (ggml_dot_type(W.type)) {
+      static thread_local std::vector<float> xr;
+      xr.resize(static_cast<size_t>(M * W.cols));
+      detail::activation_round_trip(W.type, X, M, static_cast<size_t>(W.cols), xr.data());
+      // f32, not bf16: block values d * q rounded to bf16 err the same way
+      // across a block (a scale error per block, which does not average out
+      // over a row as the independent rounding errors of F16 weights do):
+      // mean KLD of tinystories-3M Q6_K from llama.cpp's logits (first chunk
+      // of 128) 1.2e-4 in bf16, 7.3e-5 in f32 (input by input: 2.4e-6).
+      return detail::matmul_onednn(W, xr.data(), M, Y, detail::GemmPrecision::kF32);
+    }
     return detail::matmul_onednn(W, X, M, Y);
   }
   matmul_multi(&W, &Y, 1, X, M);
 }
+
+namespace {
+
+// The small-batch kernel for M <= kMatmulSmallMaxM, else (inside a parallel
+// region or a team, where oneDNN cannot run) on near-equal slices of at most
+// kMatmulSmallMaxM inputs (at least 2 each).
+void matmul_small_or_sliced(const Matrix* Ws, float* const* Ys, int count, const float* X, int64_t M) {
+  if (M <= kMatmulSmallMaxM) return detail::matmul_small_multi(Ws, Ys, count, X, M);
+  const int64_t slices = (M + kMatmulSmallMaxM - 1) / kMatmulSmallMaxM;
+  std::vector<float*> ys(static_cast<size_t>(count));
+  for (int64_t s = 0, m0 = 0; s < slices; ++s) {
+    const int64_t m = M / slices + (s < M % slices ? 1 : 0);
+    for (int i = 0; i < count; ++i) ys[i] = Ys[i] + m0 * Ws[i].rows;
+    detail::matmul_small_multi(Ws, ys.data(), count, X + m0 * Ws[0].cols, m);
+    m0 += m;
+  }
+}
+
+}  // namespace
 
 void matmul_multi(const Matrix* Ws, float* const* Ys, int count, const float* X, int64_t M) {
   QKV_CHECK(M >= 0, "matmul: negative batch size ", M);
@@ -649,20 +680,35 @@ void matmul_multi(const Matrix* Ws, float* const* Ys, int count, const float* X,
     }
     return;
   }
-  if (M <= kMatmulSmallMaxM) return detail::matmul_small_multi(Ws, Ys, count, X, M);
-  if (!omp_in_parallel() && current_team() == nullptr) {
+  if (M > kMatmulSmallMaxM && !omp_in_parallel() && current_team() == nullptr) {
     for (int i = 0; i < count; ++i) matmul(Ws[i], X, M, Ys[i]);
     return;
   }
-  // Inside a parallel region or a team (no oneDNN there): the small-batch
-  // kernel on near-equal slices of at most kMatmulSmallMaxM inputs (at least 2 each).
-  const int64_t slices = (M + kMatmulSmallMaxM - 1) / kMatmulSmallMaxM;
-  std::vector<float*> ys(static_cast<size_t>(count));
-  for (int64_t s = 0, m0 = 0; s < slices; ++s) {
-    const int64_t m = M / slices + (s < M % slices ? 1 : 0);
-    for (int i = 0; i < count; ++i) ys[i] = Ys[i] + m0 * Ws[i].rows;
-    detail::matmul_small_multi(Ws, ys.data(), count, X + m0 * Ws[0].cols, m);
-    m0 += m;
+  bool any_block = false;
+  for (int i = 0; i < count; ++i) any_block |= ggml_dot_type(Ws[i].type);
+  if (!any_block) return matmul_small_or_sliced(Ws, Ys, count, X, M);
+  // Block types take X as ggml's activation blocks hold it (batch_activations.h):
+  // the matrices in groups of one activation type each, the others with X.
+  std::vector<Matrix> gw;
+  std::vector<float*> gy;
+  static thread_local std::vector<float> xr;
+  for (int group = -1; group < 3; ++group) {
+    gw.clear();
+    gy.clear();
+    for (int i = 0; i < count; ++i) {
+      const int g = ggml_dot_type(Ws[i].type) ? static_cast<int>(act_type(Ws[i].type)) : -1;
+      if (g != group) continue;
+      gw.push_back(Ws[i]);
+      gy.push_back(Ys[i]);
+    }
+    if (gw.empty()) continue;
+    const float* x = X;
+    if (group >= 0) {
+      xr.resize(static_cast<size_t>(M * Ws[0].cols));
+      detail::activation_round_trip(gw[0].type, X, M, static_cast<size_t>(Ws[0].cols), xr.data());
+      x = xr.data();
+    }
+    matmul_small_or_sliced(gw.data(), gy.data(), static_cast<int>(gw.size()), x, M);
   }
 }
 

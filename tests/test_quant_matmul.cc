@@ -3,7 +3,9 @@
 // 16 (the small-batch kernel), 17, 64, 300 (oneDNN on decoded tiles), on
 // row counts that leave partial row blocks and rows of one, several and
 // unequal column passes, on 1 and 2 threads, against the fp64 reference
-// matmul_reference (rows dequantized by decode_row, ggml's values).
+// matmul_reference (rows dequantized by decode_row, ggml's values) on the
+// inputs as ggml's activation blocks hold them (quantized and dequantized,
+// kernels/batch_activations.h), which is what the batch GEMMs multiply.
 //
 // Tolerance. The batch paths decode each weight to f32 with ggml's operations
 // in ggml's order (d * q, (d * sc) * q - dmin * m: no fused multiply-add),
@@ -11,8 +13,8 @@
 // (nearest even, a relative error of at most 2^-9 each): each product is then
 // within 2^-8 + 2^-18 of its value, and the f32 sums add (cols + 4) * 2^-24
 // (see tests/linear_fixture.h): in all (cols + 4) * 2^-24 + 2^-8 + 2^-17 of
-// sum |w x| per output. Where the GEMM runs in f32 (oneDNN without bf16) the
-// weights enter exactly: (cols + 4) * 2^-24 alone. Where the small-batch
+// sum |w x| per output (the small-batch kernel). Above 16 inputs (oneDNN's
+// f32 GEMM) weights and inputs enter exactly: (cols + 4) * 2^-24 alone. Where the small-batch
 // kernel has no bf16 path, batches of up to 16 go input by input through the
 // decode matvec (quantized activations): there the result must equal that
 // matvec's bit for bit (its own accuracy is tests/test_quant_matvec.cc's).
@@ -27,6 +29,7 @@
 
 #include "kernels/dtype.h"
 #include "kernels/linear.h"
+#include "kernels/batch_activations.h"
 #include "kernels/linear_internal.h"
 #include "tests/linear_fixture.h"
 #include "tests/quant_fixture.h"
@@ -53,9 +56,19 @@ bool per_input(DType t, int64_t M) {
   return M <= kMatmulSmallMaxM && detail::matmul_small_precision(t) == detail::GemmPrecision::kF32;
 }
 
+// X as the batch GEMMs take it for weights of type t (kernels/batch_activations.h).
+std::vector<float> gemm_inputs(DType t, const std::vector<float>& X, int64_t M, int64_t cols) {
+  if (t == DType::Q8_0) return X;
+  std::vector<float> xr(X.size());
+  detail::activation_round_trip(t, X.data(), M, static_cast<size_t>(cols), xr.data());
+  return xr;
+}
+
 double extra_tolerance(DType t, int64_t M) {
-  const detail::GemmPrecision p =
-      M <= kMatmulSmallMaxM ? detail::matmul_small_precision(t) : detail::default_gemm_precision(t);
+  // Above 16 inputs block types run oneDNN's f32 GEMM (Q8_0 its default precision).
+  const detail::GemmPrecision p = M <= kMatmulSmallMaxM ? detail::matmul_small_precision(t)
+                                  : t == DType::Q8_0    ? detail::default_gemm_precision(t)
+                                                        : detail::GemmPrecision::kF32;
   return p == detail::GemmPrecision::kBF16 ? 0x1p-8 + 0x1p-17 : 0.0;
 }
 
@@ -72,7 +85,7 @@ void check_batch(const TestMatrix& w, int64_t M, int threads) {
     }
     return;
   }
-  check_result(w, X, M, Y, extra_tolerance(w.m.type, M));
+  check_result(w, gemm_inputs(w.m.type, X, M, cols), M, Y, extra_tolerance(w.m.type, M));
 }
 
 }  // namespace
@@ -123,7 +136,7 @@ TEST_CASE("block-type batches are the same on 1 and 2 threads, and inside a para
       if (M <= kMatmulSmallMaxM) {
         CHECK(y3 == y1);
       } else if (!per_input(t, kMatmulSmallMaxM)) {
-        check_result(w, X, M, y3, extra_tolerance(t, kMatmulSmallMaxM));
+        check_result(w, gemm_inputs(t, X, M, w.m.cols), M, y3, extra_tolerance(t, kMatmulSmallMaxM));
       }
     }
   }
@@ -147,5 +160,23 @@ TEST_CASE("matmul_multi of mixed block types equals separate matmuls") {
     }
     matmul_multi(Ws, ys, 3, X.data(), M);
     for (int i = 0; i < 3; ++i) CHECK(Y[i] == R[i]);
+  }
+}
+
+TEST_CASE("decode_rows_bf16 gives decode_rows_f32's values rounded to bf16 (nearest even)") {
+  std::mt19937 g(14);
+  for (DType t : {DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1,
+                  DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::IQ4_NL, DType::IQ4_XS}) {
+    CAPTURE(dtype_name(t));
+    const TestMatrix w = dtype_is_quantized(t) && t != DType::Q8_0 ? random_matrix(t, 5, 512, g)
+                                                                   : make_matrix(t, 5, 512, 3);
+    std::vector<uint16_t> got(5 * 512, 0xFFFF), want(5 * 512);
+    std::vector<float> f(5 * 512);
+    detail::decode_rows_f32(w.m, 1, 4, f.data());
+    detail::round_to_bf16(f.data(), 3 * 512, want.data());
+    if (!detail::decode_rows_bf16(w.m, 1, 4, got.data())) continue;  // no AVX512_BF16 here
+    want.resize(3 * 512);
+    got.resize(3 * 512);
+    CHECK(got == want);
   }
 }

@@ -202,7 +202,9 @@ void set_matmul_small_bf16(bool allowed) { g_small_bf16_allowed = allowed; }
 }  // namespace detail
 
 const char* matmul_small_kernel_name(DType t) {
-  if (detail::matmul_small_precision(t) == detail::GemmPrecision::kF32) return "f32 FMA";
+  if (detail::matmul_small_precision(t) == detail::GemmPrecision::kF32) {
+    return dtype_is_quantized(t) && t != DType::Q8_0 ? "one matvec per input" : "f32 FMA";
+  }
   return detail::matmul_small_uses_amx() ? "AMX bf16 tiles" : "AVX512_BF16 dot products";
 }
 
