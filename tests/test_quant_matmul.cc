@@ -180,3 +180,15 @@ TEST_CASE("decode_rows_bf16 gives decode_rows_f32's values rounded to bf16 (near
     CHECK(got == want);
   }
 }
+
+TEST_CASE("decode_rows_f32_blocks gives decode_row's values exactly") {
+  std::mt19937 g(15);
+  for (DType t : kTypes) {
+    CAPTURE(dtype_name(t));
+    const TestMatrix w = random_matrix(t, 5, 512, g);
+    std::vector<float> got(3 * 512, NAN);
+    if (!detail::decode_rows_f32_blocks(w.m, 1, 4, got.data())) continue;  // no AVX-512 decoders here
+    const std::vector<float> want(w.decoded.begin() + 512, w.decoded.begin() + 4 * 512);
+    CHECK(got == want);
+  }
+}

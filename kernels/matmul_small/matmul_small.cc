@@ -53,6 +53,42 @@ QKV_BF16_TARGET void DecodeRowsBF16T(const Matrix& W, int64_t r0, int64_t r1, ui
 }
 #endif
 
+#if HWY_TARGET == HWY_AVX3_DL
+template <DType T>
+void DecodeRowsF32T(const Matrix& W, int64_t r0, int64_t r1, float* out) {
+  const size_t cols = static_cast<size_t>(W.cols), row_bytes = dtype_row_bytes(T, cols);
+  const uint8_t* base = static_cast<const uint8_t*>(W.data);
+  for (int64_t r = r0; r < r1; ++r) {
+    const uint8_t* row = base + r * static_cast<int64_t>(row_bytes);
+    float* o = out + (r - r0) * W.cols;
+    for (size_t t = 0; t < cols / kBF16Step; ++t) {
+      const StepValues v = DecodeQuantStep<T>(row, t);
+      _mm512_storeu_ps(o + t * kBF16Step, v.lo);
+      _mm512_storeu_ps(o + t * kBF16Step + 16, v.hi);
+    }
+  }
+}
+#endif
+
+// Rows [r0, r1) of W (a ggml block type but Q8_0) as f32, ggml's values
+// exactly (row stride W.cols); false on targets without the step decoders.
+bool DecodeRowsF32Blocks(const Matrix& W, int64_t r0, int64_t r1, float* out) {
+#if HWY_TARGET == HWY_AVX3_DL
+  bool done = false;
+  WithBF16Type(W.type, [&](auto tag) {
+    constexpr DType T = decltype(tag)::value;
+    if constexpr (IsQuantStepType(T)) {
+      DecodeRowsF32T<T>(W, r0, r1, out);
+      done = true;
+    }
+  });
+  return done;
+#else
+  (void)W, (void)r0, (void)r1, (void)out;
+  return false;
+#endif
+}
+
 // Rows [r0, r1) of W (cols % 32 == 0, not F32) as bf16 (row stride W.cols),
 // through the small-batch kernel's step decoders; false on targets without them.
 bool DecodeRowsBF16(const Matrix& W, int64_t r0, int64_t r1, uint16_t* out) {
@@ -83,6 +119,7 @@ HWY_EXPORT(MatmulSmallRowsBF16);
 HWY_EXPORT(MatmulSmallAMX);
 HWY_EXPORT(HasAMXPath);
 HWY_EXPORT(DecodeRowsBF16);
+HWY_EXPORT(DecodeRowsF32Blocks);
 
 namespace detail {
 
@@ -172,6 +209,11 @@ void matmul_small_multi(const Matrix* Ws, float* const* Ys, int count, const flo
   auto* const kernel = amx ? HWY_DYNAMIC_DISPATCH(MatmulSmallAMX) : HWY_DYNAMIC_DISPATCH(MatmulSmallBF16);
   share_blocks(blocks, grain, bytes >= kMinParallelBytes,
                [&](BlockQueue& queue) { kernel(Ws, Ys, count, X, M, &queue, block); });
+}
+
+bool decode_rows_f32_blocks(const Matrix& W, int64_t r0, int64_t r1, float* out) {
+  if (!dtype_is_quantized(W.type) || W.type == DType::Q8_0) return false;
+  return HWY_DYNAMIC_DISPATCH(DecodeRowsF32Blocks)(W, r0, r1, out);
 }
 
 bool decode_rows_bf16(const Matrix& W, int64_t r0, int64_t r1, uint16_t* out) {
