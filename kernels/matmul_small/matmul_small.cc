@@ -70,35 +70,37 @@ void DecodeRowsF32T(const Matrix& W, int64_t r0, int64_t r1, float* out) {
 }
 #endif
 
-// Rows [r0, r1) of W (a ggml block type but Q8_0) as f32, ggml's values
-// exactly (row stride W.cols); false on targets without the step decoders.
-bool DecodeRowsF32Blocks(const Matrix& W, int64_t r0, int64_t r1, float* out) {
 #if HWY_TARGET == HWY_AVX3_DL
+// Calls f(WeightTag<t>()) when t has a step decoder (and, with kBlocksOnly,
+// is a ggml block type but Q8_0); returns whether it did.
+template <bool kBlocksOnly, class F>
+bool WithStepDecoder(DType t, const F& f) {
   bool done = false;
-  WithBF16Type(W.type, [&](auto tag) {
-    constexpr DType T = decltype(tag)::value;
-    if constexpr (IsQuantStepType(T)) {
-      DecodeRowsF32T<T>(W, r0, r1, out);
+  WithBF16Type(t, [&](auto tag) {
+    if constexpr (!kBlocksOnly || IsQuantStepType(decltype(tag)::value)) {
+      f(tag);
       done = true;
     }
   });
   return done;
+}
+#endif
+
+// Rows [r0, r1) of W as f32 (a ggml block type but Q8_0: ggml's values
+// exactly) or bf16 (cols % 32 == 0, not F32), row stride W.cols; false on
+// targets without the step decoders.
+bool DecodeRowsF32Blocks(const Matrix& W, int64_t r0, int64_t r1, float* out) {
+#if HWY_TARGET == HWY_AVX3_DL
+  return WithStepDecoder<true>(W.type, [&](auto tag) { DecodeRowsF32T<decltype(tag)::value>(W, r0, r1, out); });
 #else
   (void)W, (void)r0, (void)r1, (void)out;
   return false;
 #endif
 }
 
-// Rows [r0, r1) of W (cols % 32 == 0, not F32) as bf16 (row stride W.cols),
-// through the small-batch kernel's step decoders; false on targets without them.
 bool DecodeRowsBF16(const Matrix& W, int64_t r0, int64_t r1, uint16_t* out) {
 #if HWY_TARGET == HWY_AVX3_DL
-  bool done = false;
-  WithBF16Type(W.type, [&](auto tag) {
-    DecodeRowsBF16T<decltype(tag)::value>(W, r0, r1, out);
-    done = true;
-  });
-  return done;
+  return WithStepDecoder<false>(W.type, [&](auto tag) { DecodeRowsBF16T<decltype(tag)::value>(W, r0, r1, out); });
 #else
   (void)W, (void)r0, (void)r1, (void)out;
   return false;
