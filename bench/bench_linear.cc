@@ -164,7 +164,8 @@ void BM_matvec(benchmark::State& state, DType t, int64_t rows, int64_t cols, boo
 }
 
 // Flop rate of Y = X·Wᵀ for M inputs; `mode` 0 = matmul(), 1/2 = oneDNN in f32/bf16,
-// 3 = matmul() with the small-batch kernel kept off AMX tiles.
+// 3 = matmul() with the small-batch kernel kept off AMX tiles, 4 = one matvec
+// per input (the decode path: each weight read M times).
 // With `stream`, calls cycle through copies of W (>= kStreamBytes in all), so
 // the weights come from DRAM as in a model's decode step; otherwise one copy
 // (which for these shapes stays in the 32 MB L3 between calls).
@@ -180,6 +181,7 @@ void BM_matmul(benchmark::State& state, DType t, int64_t rows, int64_t cols, int
   for (auto _ : state) {
     const Matrix m = w.matrix(i++);
     if (mode == 0 || mode == 3) matmul(m, X.data(), M, Y.data());
+    else if (mode == 4) for (int64_t k = 0; k < M; ++k) matvec(m, X.data() + k * cols, Y.data() + k * rows);
     else detail::matmul_onednn(m, X.data(), M, Y.data(),
                                mode == 1 ? detail::GemmPrecision::kF32 : detail::GemmPrecision::kBF16);
     benchmark::DoNotOptimize(Y.data());
@@ -222,6 +224,22 @@ int register_all() {
       benchmark::RegisterBenchmark(("matvec/" + std::string(dtype_name(t)) + "/" + shape).c_str(), BM_matvec, t,
                                    s.rows, s.cols, false, detail::q8_matvec_mode())
           ->Args({1, 0})->Args({2, 0})->UseRealTime();
+    }
+    // Batches: prefill-sized (oneDNN on tiles decoded to bf16) and batched
+    // decode (the small-batch kernel), against one matvec per input.
+    const auto& s = kMatvecShapes[4];
+    const std::string shape = std::to_string(s.rows) + "x" + std::to_string(s.cols);
+    for (int mode : {0, 4}) {
+      benchmark::RegisterBenchmark(((mode == 0 ? "matmul/" : "matmul_per_input/") + std::string(dtype_name(t)) + "/" +
+                                    shape).c_str(),
+                                   BM_matmul, t, s.rows, s.cols, mode, false)
+          ->Args({16, 2})->Args({512, 2})->UseRealTime();
+    }
+    if (t == DType::Q4_0 || t == DType::Q4_K) {
+      auto* b = benchmark::RegisterBenchmark(("matmul_small_stream/" + std::string(dtype_name(t)) + "/" + shape).c_str(),
+                                             BM_matmul, t, s.rows, s.cols, 0, true);
+      for (int64_t M : {2, 4, 8, 16}) b->Args({M, 2});
+      b->UseRealTime();
     }
   }
   for (DType t : kTypes) {

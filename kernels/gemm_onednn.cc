@@ -86,8 +86,9 @@ void decode_tile(const Matrix& W, int64_t r0, int64_t n, GemmPrecision p, void* 
     const int parts = omp_get_num_threads(), part = omp_get_thread_num();
     const int64_t lo = r0 + n * part / parts, hi = r0 + n * (part + 1) / parts;
     if (p == GemmPrecision::kF32) {
-      decode_rows_f32(W, lo, hi, static_cast<float*>(out) + (lo - r0) * K);
-    } else {
+      float* o = static_cast<float*>(out) + (lo - r0) * K;
+      if (!decode_rows_f32_blocks(W, lo, hi, o)) decode_rows_f32(W, lo, hi, o);
+    } else if (!decode_rows_bf16(W, lo, hi, static_cast<uint16_t*>(out) + (lo - r0) * K)) {
       static thread_local std::vector<float> row;
       float* f = scratch(row, static_cast<size_t>(K));
       for (int64_t r = lo; r < hi; ++r) {

@@ -1,4 +1,4 @@
-// Linear layers y = W·x for F32, F16, BF16 and Q8_0 weights.
+// Linear layers y = W·x for every weight type (F32, F16, BF16, the ggml block types).
 //
 // Decode (matvec) is memory bound: one templated Highway kernel converts weights
 // in registers and works on 4 output rows per pass, with independent
@@ -24,6 +24,7 @@
 #include <cstring>
 #include <vector>
 
+#include "kernels/batch_activations.h"
 #include "kernels/error.h"
 #include "kernels/linear_internal.h"
 #include "kernels/quant/vec_dot.h"
@@ -492,13 +493,21 @@ using detail::BlockQueue;
 // Types whose matvec is kernels/quant/vec_dot (ggml's block arithmetic on
 // quantized activations); F32/F16/BF16/Q8_0 have the kernels of this file.
 bool ggml_dot_type(DType t) { return dtype_is_quantized(t) && t != DType::Q8_0; }
-// Batches (prefill, batched decode) of the ggml block types go input by input
-// through ggml's arithmetic (quantized activations), as llama.cpp computes
-// them. Q8_0 keeps its GEMMs (oneDNN, the small-batch kernel): input by input
-// would read every weight once per token, and Q8_0 prefill and batched decode
-// are several times faster through them (mean KLD from llama.cpp's Q8_0 logits
-// 4.8e-5 that way, 1.7e-5 input by input).
-bool ggml_batch_type(DType t) { return ggml_dot_type(t); }
+// Batches of the ggml block types take the GEMMs of the other weight types:
+// weights decoded tile by tile (to f32 for oneDNN above kMatmulSmallMaxM
+// inputs, to bf16 for the small-batch kernel's AVX512_BF16 / AMX path up to
+// it), each weight read once per batch. Where the small-batch kernel has no bf16 path (its f32 path
+// has no block decoders), batches of up to kMatmulSmallMaxM inputs, and larger
+// ones inside a parallel region or team (which oneDNN cannot join), go input
+// by input through ggml's arithmetic (quantized activations) instead.
+// Accuracy: bf16 inputs and weights (each within 2^-9 relative) against
+// ggml's 8-bit activation blocks; the KL divergence from llama.cpp's logits
+// stays far below the 10% of each preset's own (docs/design.md, quantized
+// weights).
+bool ggml_batch_per_input(DType t, int64_t M) {
+  if (!ggml_dot_type(t) || detail::matmul_small_precision(t) == detail::GemmPrecision::kBF16) return false;
+  return M <= kMatmulSmallMaxM || omp_in_parallel() || current_team() != nullptr;
+}
 
 // x quantized once per activation block type that the matrices need.
 struct QuantizedActivations {
@@ -605,12 +614,41 @@ void matmul(const Matrix& W, const float* X, int64_t M, float* Y) {
   QKV_CHECK(X != nullptr || W.cols == 0, "matmul: null input");
   QKV_CHECK(Y != nullptr, "matmul: null output");
   if (M == 1) return matvec(W, X, Y);
-  if (ggml_batch_type(W.type)) return matmul_multi(&W, &Y, 1, X, M);
   if (M > kMatmulSmallMaxM && !omp_in_parallel() && current_team() == nullptr && W.cols > 0) {
+    if (ggml_dot_type(W.type)) {
+      static thread_local std::vector<float> xr;
+      xr.resize(static_cast<size_t>(M * W.cols));
+      detail::activation_round_trip(W.type, X, M, static_cast<size_t>(W.cols), xr.data());
+      // f32, not bf16: block values d * q rounded to bf16 err the same way
+      // across a block (a scale error per block, which does not average out
+      // over a row as the independent rounding errors of F16 weights do):
+      // mean KLD of tinystories-3M Q6_K from llama.cpp's logits (first chunk
+      // of 128) 1.2e-4 in bf16, 7.3e-5 in f32 (input by input: 2.4e-6).
+      return detail::matmul_onednn(W, xr.data(), M, Y, detail::GemmPrecision::kF32);
+    }
     return detail::matmul_onednn(W, X, M, Y);
   }
   matmul_multi(&W, &Y, 1, X, M);
 }
+
+namespace {
+
+// The small-batch kernel for M <= kMatmulSmallMaxM, else (inside a parallel
+// region or a team, where oneDNN cannot run) on near-equal slices of at most
+// kMatmulSmallMaxM inputs (at least 2 each).
+void matmul_small_or_sliced(const Matrix* Ws, float* const* Ys, int count, const float* X, int64_t M) {
+  if (M <= kMatmulSmallMaxM) return detail::matmul_small_multi(Ws, Ys, count, X, M);
+  const int64_t slices = (M + kMatmulSmallMaxM - 1) / kMatmulSmallMaxM;
+  std::vector<float*> ys(static_cast<size_t>(count));
+  for (int64_t s = 0, m0 = 0; s < slices; ++s) {
+    const int64_t m = M / slices + (s < M % slices ? 1 : 0);
+    for (int i = 0; i < count; ++i) ys[i] = Ys[i] + m0 * Ws[i].rows;
+    detail::matmul_small_multi(Ws, ys.data(), count, X + m0 * Ws[0].cols, m);
+    m0 += m;
+  }
+}
+
+}  // namespace
 
 void matmul_multi(const Matrix* Ws, float* const* Ys, int count, const float* X, int64_t M) {
   QKV_CHECK(M >= 0, "matmul: negative batch size ", M);
@@ -625,17 +663,17 @@ void matmul_multi(const Matrix* Ws, float* const* Ys, int count, const float* X,
     QKV_CHECK(Ys[i] != nullptr || Ws[i].rows == 0, "matmul: null output for matrix ", i);
   }
   QKV_CHECK(X != nullptr || Ws[0].cols == 0, "matmul: null input");
-  bool any_ggml = false;
-  for (int i = 0; i < count; ++i) any_ggml |= ggml_batch_type(Ws[i].type);
-  if (any_ggml) {
-    // Block types: ggml's arithmetic at every batch size, each input quantized
-    // and dotted as in decode (llama.cpp's logits in prefill and batches too).
-    // The other matrices take their usual path.
+  bool any_per_input = false;
+  for (int i = 0; i < count; ++i) any_per_input |= ggml_batch_per_input(Ws[i].type, M);
+  if (any_per_input) {
+    // Block types without a batch kernel here: each input quantized and
+    // dotted as in decode. The other matrices take their usual path.
     std::vector<Matrix> qw, ow;
     std::vector<float*> qy, oy;
     for (int i = 0; i < count; ++i) {
-      (ggml_batch_type(Ws[i].type) ? qw : ow).push_back(Ws[i]);
-      (ggml_batch_type(Ws[i].type) ? qy : oy).push_back(Ys[i]);
+      const bool per_input = ggml_batch_per_input(Ws[i].type, M);
+      (per_input ? qw : ow).push_back(Ws[i]);
+      (per_input ? qy : oy).push_back(Ys[i]);
     }
     if (!ow.empty()) matmul_multi(ow.data(), oy.data(), static_cast<int>(ow.size()), X, M);
     std::vector<float*> ys(qw.size());
@@ -645,20 +683,35 @@ void matmul_multi(const Matrix* Ws, float* const* Ys, int count, const float* X,
     }
     return;
   }
-  if (M <= kMatmulSmallMaxM) return detail::matmul_small_multi(Ws, Ys, count, X, M);
-  if (!omp_in_parallel() && current_team() == nullptr) {
+  if (M > kMatmulSmallMaxM && !omp_in_parallel() && current_team() == nullptr) {
     for (int i = 0; i < count; ++i) matmul(Ws[i], X, M, Ys[i]);
     return;
   }
-  // Inside a parallel region or a team (no oneDNN there): the small-batch
-  // kernel on near-equal slices of at most kMatmulSmallMaxM inputs (at least 2 each).
-  const int64_t slices = (M + kMatmulSmallMaxM - 1) / kMatmulSmallMaxM;
-  std::vector<float*> ys(static_cast<size_t>(count));
-  for (int64_t s = 0, m0 = 0; s < slices; ++s) {
-    const int64_t m = M / slices + (s < M % slices ? 1 : 0);
-    for (int i = 0; i < count; ++i) ys[i] = Ys[i] + m0 * Ws[i].rows;
-    detail::matmul_small_multi(Ws, ys.data(), count, X + m0 * Ws[0].cols, m);
-    m0 += m;
+  bool any_block = false;
+  for (int i = 0; i < count; ++i) any_block |= ggml_dot_type(Ws[i].type);
+  if (!any_block) return matmul_small_or_sliced(Ws, Ys, count, X, M);
+  // Block types take X as ggml's activation blocks hold it (batch_activations.h):
+  // the matrices in groups of one activation type each, the others with X.
+  std::vector<Matrix> gw;
+  std::vector<float*> gy;
+  static thread_local std::vector<float> xr;
+  for (int group = -1; group < 3; ++group) {
+    gw.clear();
+    gy.clear();
+    for (int i = 0; i < count; ++i) {
+      const int g = ggml_dot_type(Ws[i].type) ? static_cast<int>(act_type(Ws[i].type)) : -1;
+      if (g != group) continue;
+      gw.push_back(Ws[i]);
+      gy.push_back(Ys[i]);
+    }
+    if (gw.empty()) continue;
+    const float* x = X;
+    if (group >= 0) {
+      xr.resize(static_cast<size_t>(M * Ws[0].cols));
+      detail::activation_round_trip(gw[0].type, X, M, static_cast<size_t>(Ws[0].cols), xr.data());
+      x = xr.data();
+    }
+    matmul_small_or_sliced(gw.data(), gy.data(), static_cast<int>(gw.size()), x, M);
   }
 }
 

@@ -1,5 +1,6 @@
 // Linear layers: y = W·x with W row-major [rows][cols], each row `cols` values of
-// one DType (F32, F16, BF16, Q8_0; Q8_0 needs cols % 32 == 0). x and y are f32.
+// one DType (F32, F16, BF16, Q8_0 and the ggml block types; block types need
+// cols to be a multiple of their block's values). x and y are f32.
 // Threads: OpenMP over rows inside each call (omp_get_max_threads()). Called by
 // every thread of a running Team (kernels/threads/team.h), a call shares its rows among
 // the team's threads instead, and returns on each once all of them are done.
@@ -38,7 +39,8 @@ void matmul_multi(const Matrix* Ws, float* const* Ys, int count, const float* X,
 void matmul_reference(const Matrix& W, const float* X, int64_t M, float* Y);
 
 // Which kernel matmul() runs for 2..16 inputs (batched decode) on weights of
-// type t here: "AMX bf16 tiles", "AVX512_BF16 dot products" or "f32 FMA"
+// type t here: "AMX bf16 tiles", "AVX512_BF16 dot products", "f32 FMA" or,
+// for the ggml block types without a bf16 path, "one matvec per input"
 // (`qkv info --cpu` prints it; the bf16 kernels round weights and inputs to bf16).
 const char* matmul_small_kernel_name(DType t);
 // The GEMM matmul() runs for more than 16 inputs (prefill) on weights of type t:

@@ -87,6 +87,14 @@ constexpr size_t kQ8ScalePadding = 16;
 
 // Rows [r0, r1) of W decoded to f32 (row stride W.cols), vectorized.
 void decode_rows_f32(const Matrix& W, int64_t r0, int64_t r1, float* out);
+// Rows [r0, r1) of W (a ggml block type but Q8_0) decoded to f32 (row stride
+// W.cols) by the same AVX-512 step decoders, decode_row's values exactly;
+// false (nothing written) on CPUs without them or for other types.
+bool decode_rows_f32_blocks(const Matrix& W, int64_t r0, int64_t r1, float* out);
+// Rows [r0, r1) of W decoded to bf16 (nearest even; row stride W.cols) by the
+// small-batch kernel's AVX-512 step decoders, for any non-F32 type with
+// cols % 32 == 0 on CPUs with AVX512_BF16; false (nothing written) elsewhere.
+bool decode_rows_bf16(const Matrix& W, int64_t r0, int64_t r1, uint16_t* out);
 // n floats rounded to bf16 (nearest even), vectorized.
 void round_to_bf16(const float* in, size_t n, uint16_t* out);
 

@@ -2,6 +2,7 @@
 // Matvec on ggml block types against an fp64 reference computed from the
 // dequantized weights and the same quantized activation, at several shapes,
 // row counts and thread counts; and the activation quantizers' rules.
+// (Batches of these types: tests/test_quant_matmul.cc.)
 #include <doctest/doctest.h>
 #include <omp.h>
 
@@ -16,39 +17,14 @@
 #include "kernels/linear.h"
 #include "kernels/quant/activation.h"
 #include "kernels/quant/vec_dot.h"
+#include "tests/quant_fixture.h"
 
 using namespace qkv;
 
 namespace {
 
-const DType kTypes[] = {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q2_K, DType::Q3_K,
-                        DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::IQ4_NL, DType::IQ4_XS};
-
-uint16_t rand_scale(std::mt19937& g, float lo, float hi) {
-  return f32_to_f16(std::uniform_real_distribution<float>(lo, hi)(g));
-}
-
-// Random blocks: random bits everywhere, then finite f16 scales of a sane size.
-std::vector<uint8_t> random_rows(DType t, size_t rows, size_t cols, std::mt19937& g) {
-  std::vector<uint8_t> w(rows * dtype_row_bytes(t, cols));
-  for (auto& b : w) b = static_cast<uint8_t>(g());
-  const size_t bb = dtype_block_bytes(t);
-  for (size_t off = 0; off < w.size(); off += bb) {
-    uint8_t* p = w.data() + off;
-    auto set = [&](size_t at, uint16_t v) { std::memcpy(p + at, &v, 2); };
-    switch (t) {
-      case DType::Q4_1:
-      case DType::Q5_1: set(0, rand_scale(g, 0.001f, 0.1f)); set(2, rand_scale(g, -0.5f, 0.5f)); break;
-      case DType::Q2_K: set(80, rand_scale(g, 0.001f, 0.1f)); set(82, rand_scale(g, 0.0f, 0.05f)); break;
-      case DType::Q3_K: set(108, rand_scale(g, 0.001f, 0.1f)); break;
-      case DType::Q4_K:
-      case DType::Q5_K: set(0, rand_scale(g, 0.001f, 0.1f)); set(2, rand_scale(g, 0.0f, 0.05f)); break;
-      case DType::Q6_K: set(208, rand_scale(g, 0.001f, 0.1f)); break;
-      default: set(0, rand_scale(g, 0.001f, 0.1f)); break;  // d first: Q4_0, Q5_0, Q8_0, IQ4_NL, IQ4_XS
-    }
-  }
-  return w;
-}
+using testing::kTypes;
+using testing::random_rows;
 
 // The activation as the kernels see it: dequantized blocks, plus for Q8_1 the
 // block sums s (ggml's min term uses s, rounded to f16, not d * sum(q)).
@@ -139,14 +115,6 @@ TEST_CASE("matvec of every ggml block type against the fp64 reference") {
           }
           const double tol = (double(cols / bv) + 16.0) * std::ldexp(1.0, -24) * mag + 1e-30;
           CHECK(std::fabs(y1[r] - ref) <= tol);
-        }
-        // matmul of 3 inputs: each input as its own matvec.
-        std::vector<float> X(3 * cols), Y(3 * rows), yy(rows);
-        for (auto& v : X) v = nd(g);
-        matmul(W, X.data(), 3, Y.data());
-        for (int m = 0; m < 3; ++m) {
-          matvec(W, X.data() + m * cols, yy.data());
-          for (size_t r = 0; r < rows; ++r) CHECK(Y[m * rows + r] == yy[r]);
         }
       }
     }

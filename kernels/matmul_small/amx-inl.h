@@ -140,7 +140,8 @@ QKV_AMX_TARGET HWY_INLINE void DecodeRowAMX(const Matrix& W, int64_t r, size_t R
     std::fill(o, o + StepsBF16(cols) * kBF16Step, 0);
     return;
   }
-  const size_t row_bytes = dtype_row_bytes(T, cols), step_bytes = dtype_row_bytes(T, kBF16Step);
+  // (A step of a 256-value super-block type is an eighth of a block.)
+  const size_t row_bytes = dtype_row_bytes(T, cols), step_bytes = row_bytes * kBF16Step / cols;
   const uint8_t* row = static_cast<const uint8_t*>(W.data) + (r + static_cast<int64_t>(k)) * static_cast<int64_t>(row_bytes);
   for (size_t t = 0; t < cols / kBF16Step; ++t) {
     const uint8_t* ahead = row + t * step_bytes + kPrefetchAMX;
@@ -251,12 +252,9 @@ QKV_AMX_TARGET void MatmulSmallAMX(const Matrix* Ws, float* const* Ys, int count
       const Matrix& W = Ws[segs[k].i];
       float* Y = Ys[segs[k].i];
       const int64_t r0 = segs[k].r0, r1 = segs[k].r1;
-      switch (W.type) {
-        case DType::F32: break;  // F32 weights keep the f32 path (see matmul_small_precision)
-        case DType::F16: MatmulRangeAMX<DType::F16>(W, xb.get(), m, scratch.get(), stride, Y, r0, r1); break;
-        case DType::BF16: MatmulRangeAMX<DType::BF16>(W, xb.get(), m, scratch.get(), stride, Y, r0, r1); break;
-        case DType::Q8_0: MatmulRangeAMX<DType::Q8_0>(W, xb.get(), m, scratch.get(), stride, Y, r0, r1); break;
-      }
+      WithBF16Type(W.type, [&](auto tag) {
+        MatmulRangeAMX<decltype(tag)::value>(W, xb.get(), m, scratch.get(), stride, Y, r0, r1);
+      });
     }
   }
   _tile_release();

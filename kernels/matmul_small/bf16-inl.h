@@ -153,10 +153,13 @@ static_assert(kMatmulSmallMaxM <= kMaxInputs * kQuad, "every quad count has a ti
 // L1. Wider rows go in passes of near-equal whole steps, each adding to Y.
 constexpr size_t kPassColsBF16 = 768;
 
-// Steps per pass (the last pass may have fewer).
-inline size_t PassStepsBF16(size_t cols) {
+// Steps per pass (the last pass may have fewer): whole blocks of type t, so
+// that a pass of 256-value super-block rows starts at a block.
+inline size_t PassStepsBF16(size_t cols, DType t) {
   const size_t passes = (cols + kPassColsBF16 - 1) / kPassColsBF16;
-  return (StepsBF16(cols) + passes - 1) / passes;
+  const size_t block_steps = std::max<size_t>(1, dtype_block_values(t) / kBF16Step);
+  const size_t steps = (StepsBF16(cols) + passes - 1) / passes;
+  return (steps + block_steps - 1) / block_steps * block_steps;
 }
 
 // The block of kRowsBF16 rows at row r of W, over the pass that starts at
@@ -164,7 +167,7 @@ inline size_t PassStepsBF16(size_t cols) {
 inline Prefetch PassBlockBF16(const Matrix& W, size_t c0, int64_t r, int64_t r_end) {
   if (r + static_cast<int64_t>(kRowsBF16) > r_end) return Prefetch{nullptr, 0, 0};
   const size_t cols = static_cast<size_t>(W.cols), row_bytes = dtype_row_bytes(W.type, cols);
-  const size_t n = std::min(cols - c0, PassStepsBF16(cols) * kBF16Step);
+  const size_t n = std::min(cols - c0, PassStepsBF16(cols, W.type) * kBF16Step);
   return Prefetch{static_cast<const uint8_t*>(W.data) + dtype_row_bytes(W.type, c0) + r * static_cast<int64_t>(row_bytes),
                   row_bytes, dtype_row_bytes(W.type, n)};
 }
@@ -189,7 +192,7 @@ QKV_BF16_TARGET void MatmulRangeBF16(const Matrix& W, const uint16_t* HWY_RESTRI
                                      uint16_t* HWY_RESTRICT scratch, float* Y, int64_t r0, int64_t r1,
                                      const Follow& follow) {
   const size_t cols = static_cast<size_t>(W.cols), steps = StepsBF16(cols);
-  const size_t pass_steps = PassStepsBF16(cols);
+  const size_t pass_steps = PassStepsBF16(cols, T);
   const size_t row_bytes = dtype_row_bytes(T, cols), ldy = static_cast<size_t>(W.rows);
   const auto rows_at = [&](int64_t r) {
     return static_cast<size_t>(std::min<int64_t>(kRowsBF16, std::max<int64_t>(0, r1 - r)));
@@ -346,12 +349,9 @@ QKV_BF16_TARGET void MatmulSmallBF16(const Matrix* Ws, float* const* Ys, int cou
     };
     const Matrix& W = Ws[seg.i];
     float* Y = Ys[seg.i];
-    switch (W.type) {
-      case DType::F32: break;  // F32 weights keep the f32 path (see matmul_small_precision)
-      case DType::F16: MatmulRangeBF16<DType::F16>(W, xq.get(), m, scratch.get(), Y, seg.r0, seg.r1, follow); break;
-      case DType::BF16: MatmulRangeBF16<DType::BF16>(W, xq.get(), m, scratch.get(), Y, seg.r0, seg.r1, follow); break;
-      case DType::Q8_0: MatmulRangeBF16<DType::Q8_0>(W, xq.get(), m, scratch.get(), Y, seg.r0, seg.r1, follow); break;
-    }
+    WithBF16Type(W.type, [&](auto tag) {
+      MatmulRangeBF16<decltype(tag)::value>(W, xq.get(), m, scratch.get(), Y, seg.r0, seg.r1, follow);
+    });
   }
 }
 

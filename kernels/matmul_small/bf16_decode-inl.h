@@ -1,5 +1,5 @@
-// bf16 steps of 32 columns and the conversion of F16/BF16/Q8_0 weight rows
-// to them (AVX3_DL target only), shared by the AVX512_BF16 and AMX paths.
+// bf16 steps of 32 columns and the conversion of weight rows of every
+// non-F32 type to them (AVX3_DL target only), shared by the AVX512_BF16 and AMX paths.
 //
 // A Highway "-inl" header of the small-batch matmul:
 // kernels/matmul_small/matmul_small.cc includes it once per SIMD target
@@ -11,8 +11,11 @@
 #define QKV_KERNELS_MATMUL_SMALL_BF16_DECODE_INL_H_
 #endif
 
+#include <type_traits>
+
 #include "hwy/highway.h"
 #include "kernels/matmul_small/common-inl.h"
+#include "kernels/matmul_small/quant_decode-inl.h"
 
 // Only AVX3_DL has code here: another target's region would be empty (clang warns).
 #if HWY_TARGET == HWY_AVX3_DL
@@ -37,7 +40,7 @@ QKV_BF16_TARGET HWY_INLINE __m512i PackBF16(__m512 lo, __m512 hi) {
 }
 
 // Columns [32t, 32t + 32) of row `row` (values of type T, all within the row)
-// as 32 bf16 at out (64-byte aligned).
+// as 32 bf16 at out.
 template <DType T>
 QKV_BF16_TARGET HWY_INLINE void DecodeStepBF16(const uint8_t* HWY_RESTRICT row, size_t t, uint16_t* HWY_RESTRICT out) {
   const size_t i = t * kBF16Step;
@@ -50,11 +53,14 @@ QKV_BF16_TARGET HWY_INLINE void DecodeStepBF16(const uint8_t* HWY_RESTRICT row, 
     const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 2));
     const __m512 lo = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm256_castsi256_si128(q)));
     const __m512 hi = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm256_extracti128_si256(q, 1)));
-    _mm512_store_si512(out, PackBF16(_mm512_mul_ps(d, lo), _mm512_mul_ps(d, hi)));
+    _mm512_storeu_si512(out, PackBF16(_mm512_mul_ps(d, lo), _mm512_mul_ps(d, hi)));
+  } else if constexpr (IsQuantStepType(T)) {
+    const StepValues v = DecodeQuantStep<T>(row, t);
+    _mm512_storeu_si512(out, PackBF16(v.lo, v.hi));
   } else {
     const DF df;
     const VF lo = LoadWeights<T>(df, row, i), hi = LoadWeights<T>(df, row, i + kLanes);
-    _mm512_store_si512(out, PackBF16(lo.raw, hi.raw));
+    _mm512_storeu_si512(out, PackBF16(lo.raw, hi.raw));
   }
 }
 
@@ -64,8 +70,8 @@ template <DType T>
 QKV_BF16_TARGET HWY_INLINE void DecodeTailBF16(const uint8_t* HWY_RESTRICT row, size_t cols,
                                                uint16_t* HWY_RESTRICT out, size_t stride) {
   for (size_t i = cols / kBF16Step * kBF16Step; i < StepsBF16(cols) * kBF16Step; ++i) {
-    uint16_t v = 0;  // Q8_0 rows are whole 32-column blocks: no tail
-    if constexpr (T != DType::Q8_0) v = i < cols ? f32_to_bf16(LoadWeight<T>(row, i)) : 0;
+    uint16_t v = 0;  // block-type rows are whole 32-column blocks: no tail
+    if constexpr (!dtype_is_quantized(T)) v = i < cols ? f32_to_bf16(LoadWeight<T>(row, i)) : 0;
     out[i / kBF16Step * stride + i % kBF16Step] = v;
   }
 }
@@ -77,6 +83,32 @@ QKV_BF16_TARGET HWY_INLINE void DecodeRowBF16(const uint8_t* HWY_RESTRICT row, s
                                               uint16_t* HWY_RESTRICT out, size_t stride) {
   for (size_t t = 0; t < cols / kBF16Step; ++t) DecodeStepBF16<T>(row, t, out + t * stride);
   DecodeTailBF16<T>(row, cols, out, stride);
+}
+
+template <DType T>
+using WeightTag = std::integral_constant<DType, T>;
+
+// Calls f(WeightTag<t>()) for a run-time non-F32 weight type t (the types the
+// bf16 paths decode).
+template <class F>
+HWY_INLINE void WithBF16Type(DType t, const F& f) {
+  switch (t) {
+    case DType::F32: break;  // F32 weights keep the f32 path (see matmul_small_precision)
+    case DType::F16: return f(WeightTag<DType::F16>());
+    case DType::BF16: return f(WeightTag<DType::BF16>());
+    case DType::Q8_0: return f(WeightTag<DType::Q8_0>());
+    case DType::Q4_0: return f(WeightTag<DType::Q4_0>());
+    case DType::Q4_1: return f(WeightTag<DType::Q4_1>());
+    case DType::Q5_0: return f(WeightTag<DType::Q5_0>());
+    case DType::Q5_1: return f(WeightTag<DType::Q5_1>());
+    case DType::Q2_K: return f(WeightTag<DType::Q2_K>());
+    case DType::Q3_K: return f(WeightTag<DType::Q3_K>());
+    case DType::Q4_K: return f(WeightTag<DType::Q4_K>());
+    case DType::Q5_K: return f(WeightTag<DType::Q5_K>());
+    case DType::Q6_K: return f(WeightTag<DType::Q6_K>());
+    case DType::IQ4_NL: return f(WeightTag<DType::IQ4_NL>());
+    case DType::IQ4_XS: return f(WeightTag<DType::IQ4_XS>());
+  }
 }
 }  // namespace HWY_NAMESPACE
 }  // namespace qkv

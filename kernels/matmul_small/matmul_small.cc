@@ -42,6 +42,71 @@ namespace HWY_NAMESPACE {
 // Rows per block for this target (threads split the rows in whole blocks).
 int64_t MatmulSmallRows() { return static_cast<int64_t>(kRows); }
 
+#if HWY_TARGET == HWY_AVX3_DL
+template <DType T>
+QKV_BF16_TARGET void DecodeRowsBF16T(const Matrix& W, int64_t r0, int64_t r1, uint16_t* out) {
+  const size_t cols = static_cast<size_t>(W.cols), row_bytes = dtype_row_bytes(T, cols);
+  const uint8_t* base = static_cast<const uint8_t*>(W.data);
+  for (int64_t r = r0; r < r1; ++r) {
+    DecodeRowBF16<T>(base + r * static_cast<int64_t>(row_bytes), cols, out + (r - r0) * W.cols, kBF16Step);
+  }
+}
+#endif
+
+#if HWY_TARGET == HWY_AVX3_DL
+template <DType T>
+void DecodeRowsF32T(const Matrix& W, int64_t r0, int64_t r1, float* out) {
+  const size_t cols = static_cast<size_t>(W.cols), row_bytes = dtype_row_bytes(T, cols);
+  const uint8_t* base = static_cast<const uint8_t*>(W.data);
+  for (int64_t r = r0; r < r1; ++r) {
+    const uint8_t* row = base + r * static_cast<int64_t>(row_bytes);
+    float* o = out + (r - r0) * W.cols;
+    for (size_t t = 0; t < cols / kBF16Step; ++t) {
+      const StepValues v = DecodeQuantStep<T>(row, t);
+      _mm512_storeu_ps(o + t * kBF16Step, v.lo);
+      _mm512_storeu_ps(o + t * kBF16Step + 16, v.hi);
+    }
+  }
+}
+#endif
+
+#if HWY_TARGET == HWY_AVX3_DL
+// Calls f(WeightTag<t>()) when t has a step decoder (and, with kBlocksOnly,
+// is a ggml block type but Q8_0); returns whether it did.
+template <bool kBlocksOnly, class F>
+bool WithStepDecoder(DType t, const F& f) {
+  bool done = false;
+  WithBF16Type(t, [&](auto tag) {
+    if constexpr (!kBlocksOnly || IsQuantStepType(decltype(tag)::value)) {
+      f(tag);
+      done = true;
+    }
+  });
+  return done;
+}
+#endif
+
+// Rows [r0, r1) of W as f32 (a ggml block type but Q8_0: ggml's values
+// exactly) or bf16 (cols % 32 == 0, not F32), row stride W.cols; false on
+// targets without the step decoders.
+bool DecodeRowsF32Blocks(const Matrix& W, int64_t r0, int64_t r1, float* out) {
+#if HWY_TARGET == HWY_AVX3_DL
+  return WithStepDecoder<true>(W.type, [&](auto tag) { DecodeRowsF32T<decltype(tag)::value>(W, r0, r1, out); });
+#else
+  (void)W, (void)r0, (void)r1, (void)out;
+  return false;
+#endif
+}
+
+bool DecodeRowsBF16(const Matrix& W, int64_t r0, int64_t r1, uint16_t* out) {
+#if HWY_TARGET == HWY_AVX3_DL
+  return WithStepDecoder<false>(W.type, [&](auto tag) { DecodeRowsBF16T<decltype(tag)::value>(W, r0, r1, out); });
+#else
+  (void)W, (void)r0, (void)r1, (void)out;
+  return false;
+#endif
+}
+
 }  // namespace HWY_NAMESPACE
 }  // namespace qkv
 HWY_AFTER_NAMESPACE();
@@ -55,6 +120,8 @@ HWY_EXPORT(HasBF16Path);
 HWY_EXPORT(MatmulSmallRowsBF16);
 HWY_EXPORT(MatmulSmallAMX);
 HWY_EXPORT(HasAMXPath);
+HWY_EXPORT(DecodeRowsBF16);
+HWY_EXPORT(DecodeRowsF32Blocks);
 
 namespace detail {
 
@@ -146,6 +213,17 @@ void matmul_small_multi(const Matrix* Ws, float* const* Ys, int count, const flo
                [&](BlockQueue& queue) { kernel(Ws, Ys, count, X, M, &queue, block); });
 }
 
+bool decode_rows_f32_blocks(const Matrix& W, int64_t r0, int64_t r1, float* out) {
+  if (!dtype_is_quantized(W.type) || W.type == DType::Q8_0) return false;
+  return HWY_DYNAMIC_DISPATCH(DecodeRowsF32Blocks)(W, r0, r1, out);
+}
+
+bool decode_rows_bf16(const Matrix& W, int64_t r0, int64_t r1, uint16_t* out) {
+  static const bool has_bf16 = HWY_DYNAMIC_DISPATCH(HasBF16Path)();
+  if (!has_bf16 || W.type == DType::F32 || W.cols % 32 != 0) return false;
+  return HWY_DYNAMIC_DISPATCH(DecodeRowsBF16)(W, r0, r1, out);
+}
+
 namespace {
 bool g_small_bf16_allowed = true;
 bool g_small_amx_allowed = true;
@@ -168,7 +246,9 @@ void set_matmul_small_bf16(bool allowed) { g_small_bf16_allowed = allowed; }
 }  // namespace detail
 
 const char* matmul_small_kernel_name(DType t) {
-  if (detail::matmul_small_precision(t) == detail::GemmPrecision::kF32) return "f32 FMA";
+  if (detail::matmul_small_precision(t) == detail::GemmPrecision::kF32) {
+    return dtype_is_quantized(t) && t != DType::Q8_0 ? "one matvec per input" : "f32 FMA";
+  }
   return detail::matmul_small_uses_amx() ? "AMX bf16 tiles" : "AVX512_BF16 dot products";
 }
 

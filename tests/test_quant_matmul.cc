@@ -1,0 +1,194 @@
+// ctest-labels: kernels
+// Batches (matmul, M >= 2) of the ggml block types: every type at M = 2, 3,
+// 16 (the small-batch kernel), 17, 64, 300 (oneDNN on decoded tiles), on
+// row counts that leave partial row blocks and rows of one, several and
+// unequal column passes, on 1 and 2 threads, against the fp64 reference
+// matmul_reference (rows dequantized by decode_row, ggml's values) on the
+// inputs as ggml's activation blocks hold them (quantized and dequantized,
+// kernels/batch_activations.h), which is what the batch GEMMs multiply.
+//
+// Tolerance. The batch paths decode each weight to f32 with ggml's operations
+// in ggml's order (d * q, (d * sc) * q - dmin * m: no fused multiply-add),
+// i.e. exactly decode_row's value, then round weight and input to bf16
+// (nearest even, a relative error of at most 2^-9 each): each product is then
+// within 2^-8 + 2^-18 of its value, and the f32 sums add (cols + 4) * 2^-24
+// (see tests/linear_fixture.h): in all (cols + 4) * 2^-24 + 2^-8 + 2^-17 of
+// sum |w x| per output (the small-batch kernel). Above 16 inputs (oneDNN's
+// f32 GEMM) weights and inputs enter exactly: (cols + 4) * 2^-24 alone. Where the small-batch
+// kernel has no bf16 path, batches of up to 16 go input by input through the
+// decode matvec (quantized activations): there the result must equal that
+// matvec's bit for bit (its own accuracy is tests/test_quant_matvec.cc's).
+// A wrong nibble, bit plane, scale, min or sub-block shows as an error of the
+// order of a whole weight, far outside the bound.
+#include <doctest/doctest.h>
+#include <omp.h>
+
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "kernels/dtype.h"
+#include "kernels/linear.h"
+#include "kernels/batch_activations.h"
+#include "kernels/linear_internal.h"
+#include "tests/linear_fixture.h"
+#include "tests/quant_fixture.h"
+
+using namespace qkv;
+using namespace qkv::testing;
+
+namespace {
+
+TestMatrix random_matrix(DType t, int64_t rows, int64_t cols, std::mt19937& g) {
+  TestMatrix tm;
+  tm.bytes = random_rows(t, static_cast<size_t>(rows), static_cast<size_t>(cols), g);
+  tm.decoded.resize(static_cast<size_t>(rows * cols));
+  const size_t rb = dtype_row_bytes(t, static_cast<size_t>(cols));
+  for (int64_t r = 0; r < rows; ++r) {
+    decode_row(t, tm.bytes.data() + r * rb, static_cast<size_t>(cols), tm.decoded.data() + r * cols);
+  }
+  tm.m = Matrix{tm.bytes.data(), t, rows, cols};
+  return tm;
+}
+
+// Whether matmul with M inputs goes input by input (no batch kernel for t here).
+bool per_input(DType t, int64_t M) {
+  return M <= kMatmulSmallMaxM && detail::matmul_small_precision(t) == detail::GemmPrecision::kF32;
+}
+
+// X as the batch GEMMs take it for weights of type t (kernels/batch_activations.h).
+std::vector<float> gemm_inputs(DType t, const std::vector<float>& X, int64_t M, int64_t cols) {
+  if (t == DType::Q8_0) return X;
+  std::vector<float> xr(X.size());
+  detail::activation_round_trip(t, X.data(), M, static_cast<size_t>(cols), xr.data());
+  return xr;
+}
+
+double extra_tolerance(DType t, int64_t M) {
+  // Above 16 inputs block types run oneDNN's f32 GEMM (Q8_0 its default precision).
+  const detail::GemmPrecision p = M <= kMatmulSmallMaxM ? detail::matmul_small_precision(t)
+                                  : t == DType::Q8_0    ? detail::default_gemm_precision(t)
+                                                        : detail::GemmPrecision::kF32;
+  return p == detail::GemmPrecision::kBF16 ? 0x1p-8 + 0x1p-17 : 0.0;
+}
+
+void check_batch(const TestMatrix& w, int64_t M, int threads) {
+  const int64_t rows = w.m.rows, cols = w.m.cols;
+  const auto X = make_inputs(M, cols, static_cast<uint32_t>(M + cols));
+  std::vector<float> Y(static_cast<size_t>(M * rows), NAN);
+  with_threads(threads, [&] { matmul(w.m, X.data(), M, Y.data()); });
+  if (per_input(w.m.type, M)) {
+    std::vector<float> y(static_cast<size_t>(rows));
+    for (int64_t m = 0; m < M; ++m) {
+      matvec(w.m, X.data() + m * cols, y.data());
+      for (int64_t r = 0; r < rows; ++r) CHECK(Y[m * rows + r] == y[r]);
+    }
+    return;
+  }
+  check_result(w, gemm_inputs(w.m.type, X, M, cols), M, Y, extra_tolerance(w.m.type, M));
+}
+
+}  // namespace
+
+TEST_CASE("matmul of every block type matches the fp64 reference at every batch path") {
+  std::mt19937 g(11);
+  std::vector<DType> types(std::begin(kTypes), std::end(kTypes));
+  types.push_back(DType::Q8_0);
+  for (DType t : types) {
+    CAPTURE(dtype_name(t));
+    // Columns: one pass; several passes (the bf16 kernel's passes of at most
+    // 768 columns, whole super-blocks: 1280 = 768 + 512); 2304 = 3 x 768.
+    const std::vector<int64_t> cols_list = dtype_block_values(t) == 32 ? std::vector<int64_t>{64, 608, 2080}
+                                                                      : std::vector<int64_t>{256, 1280, 2304};
+    for (int64_t cols : cols_list) {
+      // 43 rows: row blocks of every kernel plus a partial one.
+      const TestMatrix w = random_matrix(t, 43, cols, g);
+      for (int64_t M : {2, 3, 16, 17, 64, 300}) {
+        for (int threads : {1, 2}) {
+          CAPTURE(cols);
+          CAPTURE(M);
+          CAPTURE(threads);
+          check_batch(w, M, threads);
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("block-type batches are the same on 1 and 2 threads, and inside a parallel region") {
+  std::mt19937 g(12);
+  for (DType t : {DType::Q4_0, DType::Q4_K, DType::Q6_K, DType::IQ4_XS}) {
+    CAPTURE(dtype_name(t));
+    const TestMatrix w = random_matrix(t, 130, 1024, g);
+    for (int64_t M : {5, 16, 40}) {
+      CAPTURE(M);
+      const auto X = make_inputs(M, w.m.cols, 3);
+      std::vector<float> y1(static_cast<size_t>(M * w.m.rows)), y2(y1.size()), y3(y1.size());
+      with_threads(1, [&] { matmul(w.m, X.data(), M, y1.data()); });
+      with_threads(2, [&] { matmul(w.m, X.data(), M, y2.data()); });
+      CHECK(y1 == y2);
+      // In a parallel region (no oneDNN there: the small-batch kernel on slices).
+#pragma omp parallel num_threads(2)
+      {
+#pragma omp single
+        matmul(w.m, X.data(), M, y3.data());
+      }
+      if (M <= kMatmulSmallMaxM) {
+        CHECK(y3 == y1);
+      } else if (!per_input(t, kMatmulSmallMaxM)) {
+        check_result(w, gemm_inputs(t, X, M, w.m.cols), M, y3, extra_tolerance(t, kMatmulSmallMaxM));
+      }
+    }
+  }
+}
+
+TEST_CASE("matmul_multi of mixed block types equals separate matmuls") {
+  std::mt19937 g(13);
+  const TestMatrix a = random_matrix(DType::Q4_K, 40, 512, g), b = random_matrix(DType::Q6_K, 24, 512, g),
+                   c = random_matrix(DType::Q5_0, 9, 512, g);
+  const Matrix Ws[3] = {a.m, b.m, c.m};
+  for (int64_t M : {4, 16, 33}) {
+    CAPTURE(M);
+    const auto X = make_inputs(M, 512, 5);
+    std::vector<float> Y[3], R[3];
+    float* ys[3];
+    for (int i = 0; i < 3; ++i) {
+      Y[i].assign(static_cast<size_t>(M * Ws[i].rows), NAN);
+      R[i].assign(Y[i].size(), NAN);
+      ys[i] = Y[i].data();
+      matmul(Ws[i], X.data(), M, R[i].data());
+    }
+    matmul_multi(Ws, ys, 3, X.data(), M);
+    for (int i = 0; i < 3; ++i) CHECK(Y[i] == R[i]);
+  }
+}
+
+TEST_CASE("decode_rows_bf16 gives decode_rows_f32's values rounded to bf16 (nearest even)") {
+  std::mt19937 g(14);
+  for (DType t : {DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1,
+                  DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::IQ4_NL, DType::IQ4_XS}) {
+    CAPTURE(dtype_name(t));
+    const TestMatrix w = dtype_is_quantized(t) && t != DType::Q8_0 ? random_matrix(t, 5, 512, g)
+                                                                   : make_matrix(t, 5, 512, 3);
+    std::vector<uint16_t> got(5 * 512, 0xFFFF), want(5 * 512);
+    std::vector<float> f(5 * 512);
+    detail::decode_rows_f32(w.m, 1, 4, f.data());
+    detail::round_to_bf16(f.data(), 3 * 512, want.data());
+    if (!detail::decode_rows_bf16(w.m, 1, 4, got.data())) continue;  // no AVX512_BF16 here
+    want.resize(3 * 512);
+    got.resize(3 * 512);
+    CHECK(got == want);
+  }
+}
+
+TEST_CASE("decode_rows_f32_blocks gives decode_row's values exactly") {
+  std::mt19937 g(15);
+  for (DType t : kTypes) {
+    CAPTURE(dtype_name(t));
+    const TestMatrix w = random_matrix(t, 5, 512, g);
+    std::vector<float> got(3 * 512, NAN);
+    if (!detail::decode_rows_f32_blocks(w.m, 1, 4, got.data())) continue;  // no AVX-512 decoders here
+    const std::vector<float> want(w.decoded.begin() + 512, w.decoded.begin() + 4 * 512);
+    CHECK(got == want);
+  }
+}
