@@ -37,7 +37,7 @@ mkdir -p "$dir/findings" "$dir/logs"
 # The dictionary of each harness (tests/fuzz/*.dict).
 dict_of() {
   case $1 in
-    gguf) echo tests/fuzz/gguf.dict ;;
+    gguf|quantize) echo tests/fuzz/gguf.dict ;;
     chat_template) echo tests/fuzz/jinja.dict ;;
     serve_request) echo tests/fuzz/json.dict ;;
   esac

@@ -12,7 +12,7 @@ qkv=${QKV_BIN:-build/tools/qkv}
 shared=${QKV_SHARED:-../shared}
 [ -x "$qkv" ] || { echo "fuzz_seeds: no qkv binary at $qkv (build the Release target qkv or set QKV_BIN)" >&2; exit 1; }
 rm -rf "$out"
-mkdir -p "$out"/{gguf,llama2c,kld_file,tokenizer,chat_template,serve_request}
+mkdir -p "$out"/{gguf,llama2c,kld_file,tokenizer,chat_template,serve_request,quantize}
 
 # GGUF: tiny synthetic models of several families and weight types, and their
 # first 4 KiB (header, metadata and tensor table without the data).
@@ -20,6 +20,17 @@ for spec in "llama f16" "qwen2 q8_0" "gemma2 bf16" "phi3 q8_0"; do
   set -- $spec
   "$qkv" make-model tiny --arch "$1" --type "$2" -q -o "$out/gguf/tiny-$1-$2.gguf"
   head -c 4096 "$out/gguf/tiny-$1-$2.gguf" > "$out/gguf/head-$1-$2.gguf"
+done
+
+# Quantizer inputs: byte 0 picks the preset (tests/fuzz/quantize.cc), then a
+# tiny F32 or F16 model.
+for spec in "llama f32" "qwen2 f32" "gemma2 f16"; do
+  set -- $spec
+  "$qkv" make-model tiny --arch "$1" --type "$2" -q -o "$out/quantize/tiny-$1-$2.gguf"
+  for sel in 0 5 11; do
+    { printf "\\x$(printf %02x "$sel")"; cat "$out/quantize/tiny-$1-$2.gguf"; } > "$out/quantize/sel$sel-$1-$2"
+  done
+  rm "$out/quantize/tiny-$1-$2.gguf"
 done
 
 # llama2.c: a checkpoint of dim 8, hidden 16, 1 layer, 2 heads, vocab 16, seq_len 4

@@ -45,6 +45,28 @@ inline float parse_float(const char* flag, const char* s, double lo, double hi) 
   return static_cast<float>(v);
 }
 
+// A byte count with an optional K, M, G or T suffix (powers of 1024: 512M,
+// 8G), at least 1 byte and below 2^63.
+inline uint64_t parse_bytes(const char* flag, const char* s) {
+  errno = 0;
+  char* end = nullptr;
+  const unsigned long long v = std::strtoull(s, &end, 10);
+  unsigned shift = 0;
+  if (end != s && *end != '\0' && end[1] == '\0') {
+    switch (*end) {
+      case 'k': case 'K': shift = 10; ++end; break;
+      case 'm': case 'M': shift = 20; ++end; break;
+      case 'g': case 'G': shift = 30; ++end; break;
+      case 't': case 'T': shift = 40; ++end; break;
+      default: break;
+    }
+  }
+  if (errno != 0 || end == s || *end != '\0' || s[0] == '-' || v == 0 || v > (UINT64_C(1) << (63 - shift)) - 1) {
+    fail("flag ", flag, " wants a byte count above 0 with an optional K, M, G or T suffix (512M, 8G), not '", s, "'");
+  }
+  return static_cast<uint64_t>(v) << shift;
+}
+
 // A synthetic model's --type: a llama-quantize preset or a weight type.
 inline WeightFormat parse_weight_format_flag(const char* flag, const char* v) {
   WeightFormat f;

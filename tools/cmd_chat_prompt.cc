@@ -22,7 +22,9 @@ const char* const kContextFlagsUsage =
     "  -c, --ctx-size N      context positions (default: the model's)\n"
     "  --kv-type T           KV cache type: f32, f16 (default), bf16, q8_0\n"
     "  -b, --batch-size N    prompt tokens per prefill batch (default 256)\n"
-    "  -t, --threads N       threads (default: all cores)\n";
+    "  -t, --threads N       threads (default: all cores)\n"
+    "  --memory-limit BYTES  fail before allocating when weights + KV cache + activations exceed BYTES\n"
+    "                        (K, M, G suffixes: 512M, 8G; default: no limit)\n";
 
 bool parse_sampler_flag(int argc, char** argv, int& i, qkv_sampler_options* s, bool* seed_given) {
   const std::string a = argv[i];
@@ -84,6 +86,8 @@ bool parse_context_flag(int argc, char** argv, int& i, qkv_context_options* c) {
     c->prefill_batch = parse_int(f, flag_value(argc, argv, i), 1, 1 << 16);
   } else if (a == "-t" || a == "--threads") {
     c->threads = static_cast<int>(parse_int(f, flag_value(argc, argv, i), 1, 1024));
+  } else if (a == "--memory-limit") {
+    c->memory_limit = parse_bytes(f, flag_value(argc, argv, i));
   } else {
     return false;
   }

@@ -29,6 +29,8 @@ const char* kServeUsage =
     "  -c, --ctx-size N      positions per slot (default: the model's, at most 4096)\n"
     "  --kv-type T           KV cache type: f32, f16 (default), bf16, q8_0\n"
     "  -t, --threads N       threads (default: all cores)\n"
+    "  --memory-limit BYTES  fail at start when weights + KV cache of every slot + activations exceed\n"
+    "                        BYTES (K, M, G suffixes: 512M, 8G; default: no limit)\n"
     "  --api-key KEY         require 'Authorization: Bearer KEY'\n"
     "  --max-queue N         requests waiting for a slot before 503 (default 64)\n"
     "  --timeout S           per-request time limit in seconds (default 600)\n"
@@ -70,6 +72,8 @@ int cmd_serve(int argc, char** argv) {
       o.kv_type = parse_kv_type(flag_value(argc, argv, i));
     } else if (a == "-t" || a == "--threads") {
       o.threads = static_cast<int>(parse_int(a.c_str(), flag_value(argc, argv, i), 1, 1024));
+    } else if (a == "--memory-limit") {
+      o.memory_limit = parse_bytes(a.c_str(), flag_value(argc, argv, i));
     } else if (a == "--api-key") {
       o.api_key = flag_value(argc, argv, i);
       if (o.api_key.empty()) fail("flag --api-key needs a non-empty key");
@@ -114,6 +118,7 @@ int cmd_serve(int argc, char** argv) {
   copts.kv_type = o.kv_type;
   copts.threads = o.threads;
   copts.prefill_batch = o.prefill_chunk;
+  copts.memory_limit = o.memory_limit;
   qkv_context* ctx = nullptr;
   if (qkv_context_create(st.model, o.slots, &copts, &ctx) != QKV_OK) {
     const std::string msg = qkv_last_error();

@@ -23,6 +23,7 @@ struct ServeOptions {
   int64_t context = 0;  // per slot; 0: min(model's, 4096)
   qkv_type kv_type = QKV_TYPE_F16;
   int threads = 0;
+  uint64_t memory_limit = 0;  // qkv_context_options.memory_limit; 0: none
   std::string api_key;
   size_t max_queue = 64;
   double timeout_s = 600;
