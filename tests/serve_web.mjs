@@ -14,6 +14,13 @@ const browser = await chromium.launch({ executablePath, headless: true, args: ["
 let failed = false;
 try {
   const page = await browser.newPage({ viewport: { width: 1000, height: 800 } });
+  // A reply can be generated faster than the page reads it, and one read of
+  // many events renders once. Throttled to 16 KB/s, the stream arrives in many
+  // reads whatever the machine's speed, so partial replies must show.
+  const cdp = await page.context().newCDPSession(page);
+  await cdp.send("Network.enable");
+  await cdp.send("Network.emulateNetworkConditions",
+                 { offline: false, latency: 0, downloadThroughput: 16384, uploadThroughput: -1 });
   page.setDefaultTimeout(30000);
   page.on("pageerror", e => { failed = true; console.log("FAIL: page error:", e.message); });
   let sent = null;

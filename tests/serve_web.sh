@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # qkv serve's chat page at / in headless Chromium, driven by playwright-core
 # (npm, installed once into CACHE_DIR). Skips (exit 77, with a message) without
-# chromium, node/npm, the registry or the shared model.
+# chromium, node/npm, the registry or the shared model. The model is
+# tinystories-3M (a few hundred tokens/s): stories260K can finish a reply
+# before the page reads twice, which shows no partial states.
 # Usage: serve_web.sh QKV SHARED_DIR CACHE_DIR OUTPUT_DIR
 set -u
-QKV="$1" MODEL="$2/models/stories260K.gguf" CACHE="$3" OUT="$4"
+QKV="$1" MODEL="$2/models/tinystories-3M-F32.gguf" CACHE="$3" OUT="$4"
 [ -f "$MODEL" ] || { echo "SKIPPED: $MODEL is absent"; exit 77; }
 CHROMIUM=$(command -v chromium || command -v chromium-browser) ||
   { echo "SKIPPED: chromium is not installed (scripts/setup.sh --tests installs it)"; exit 77; }
