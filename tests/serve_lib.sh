@@ -14,7 +14,9 @@ trap cleanup_servers EXIT
 start_server() {
   local name="$1" qkv="$2"
   shift 2
-  "$qkv" serve --host 127.0.0.1 --port 0 "$@" 2>"$SERVE_TMP/$name.err" &
+  # Idle OpenMP threads sleep: CTest runs suites side by side, and spinning
+  # threads on oversubscribed cores slowed requests past a minute.
+  OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive} "$qkv" serve --host 127.0.0.1 --port 0 "$@" 2>"$SERVE_TMP/$name.err" &
   PID=$!
   SERVE_PIDS+=("$PID")
   PORT=""
