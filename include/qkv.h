@@ -225,6 +225,17 @@ QKV_API qkv_status qkv_session_step(qkv_session* session, int32_t token, float* 
  * QKV_ERR_CONTEXT_OVERFLOW. On any error no session changes. */
 QKV_API qkv_status qkv_step_batch(qkv_session* const* sessions, const int32_t* tokens, int64_t n, float* logits,
                                   int64_t logits_capacity);
+/* The prompt runs of n distinct sessions that are slots of one context, in one
+ * pass: n_tokens[i] (>= 1) tokens tokens[i] at sessions[i]'s next positions.
+ * Each weight is read once for all sessions' tokens (per pass of up to the
+ * context's prefill_batch tokens); attention is per session. The same logits,
+ * to rounding, as a qkv_session_prefill of each. logits may be NULL; otherwise
+ * [n][vocab_size], each session's last token's, in the order of sessions, and
+ * logits_capacity must be at least n * vocab_size (QKV_ERR_BUFFER_TOO_SMALL).
+ * Errors as for qkv_step_batch; any session whose tokens do not fit:
+ * QKV_ERR_CONTEXT_OVERFLOW. On any error no session changes. */
+QKV_API qkv_status qkv_prefill_batch(qkv_session* const* sessions, const int32_t* const* tokens,
+                                     const int64_t* n_tokens, int64_t n, float* logits, int64_t logits_capacity);
 /* The number of positions the session holds (its next token's position). */
 QKV_API qkv_status qkv_session_position(const qkv_session* session, int64_t* position);
 /* Forgets positions at and after `position` (0 <= position <= the session's

@@ -390,30 +390,47 @@ qkv_status qkv_session_step(qkv_session* session, int32_t token, float* logits, 
   return qkv_step_batch(one, &token, 1, logits, logits_capacity);
 }
 
-qkv_status qkv_step_batch(qkv_session* const* sessions, const int32_t* tokens, int64_t n, float* logits,
-                          int64_t logits_capacity) {
-  QKV_REQUIRE(sessions);
-  QKV_REQUIRE(tokens);
-  if (n < 1) return set_error(QKV_ERR_INVALID_ARGUMENT, "qkv_step_batch: needs at least one session");
+namespace {
+
+// The context of n (>= 1) sessions given to a batched call, all slots of one
+// context and none twice (n <= its slots); nullptr with the error set otherwise.
+qkv_context* batch_context(const char* func, qkv_session* const* sessions, int64_t n) {
+  const std::string name = func;
+  if (n < 1) {
+    set_error(QKV_ERR_INVALID_ARGUMENT, name + ": needs at least one session");
+    return nullptr;
+  }
   for (int64_t i = 0; i < n; ++i) {
     if (!sessions[i]) {
-      return set_error(QKV_ERR_INVALID_ARGUMENT, "qkv_step_batch: sessions[" + std::to_string(i) + "] is NULL");
+      set_error(QKV_ERR_INVALID_ARGUMENT, name + ": sessions[" + std::to_string(i) + "] is NULL");
+      return nullptr;
     }
   }
   qkv_context* ctx = sessions[0]->context;
   for (int64_t i = 1; i < n; ++i) {
     if (sessions[i]->context != ctx) {
-      return set_error(QKV_ERR_INVALID_ARGUMENT,
-                       "qkv_step_batch: sessions[0] and sessions[" + std::to_string(i) +
-                           "] belong to different contexts; a batched step runs slots of one "
-                           "context (qkv_context_session)");
+      set_error(QKV_ERR_INVALID_ARGUMENT, name + ": sessions[0] and sessions[" + std::to_string(i) +
+                                              "] belong to different contexts; a batched call runs slots of one "
+                                              "context (qkv_context_session)");
+      return nullptr;
     }
   }
   if (n > static_cast<int64_t>(ctx->slots.size())) {
-    return set_error(QKV_ERR_INVALID_ARGUMENT, "qkv_step_batch: " + std::to_string(n) +
-                                                   " sessions but the context has only " +
-                                                   std::to_string(ctx->slots.size()) + " (one appears twice)");
+    set_error(QKV_ERR_INVALID_ARGUMENT, name + ": " + std::to_string(n) + " sessions but the context has only " +
+                                            std::to_string(ctx->slots.size()) + " (one appears twice)");
+    return nullptr;
   }
+  return ctx;
+}
+
+}  // namespace
+
+qkv_status qkv_step_batch(qkv_session* const* sessions, const int32_t* tokens, int64_t n, float* logits,
+                          int64_t logits_capacity) {
+  QKV_REQUIRE(sessions);
+  QKV_REQUIRE(tokens);
+  qkv_context* ctx = batch_context(__func__, sessions, n);
+  if (!ctx) return QKV_ERR_INVALID_ARGUMENT;
   qkv::Decoder& dec = *ctx->decoder;
   const int64_t vocab = dec.vocab_size();
   const int64_t needed = n * vocab;  // n <= slots, so no overflow
@@ -426,6 +443,37 @@ qkv_status qkv_step_batch(qkv_session* const* sessions, const int32_t* tokens, i
     for (int64_t i = 0; i < n; ++i) {
       sessions[i]->last_logits.assign(out + i * vocab, out + (i + 1) * vocab);
       sessions[i]->fed.push_back(tokens[i]);
+    }
+    if (logits) std::copy(out, out + needed, logits);
+    return QKV_OK;
+  });
+}
+
+qkv_status qkv_prefill_batch(qkv_session* const* sessions, const int32_t* const* tokens, const int64_t* n_tokens,
+                             int64_t n, float* logits, int64_t logits_capacity) {
+  QKV_REQUIRE(sessions);
+  QKV_REQUIRE(tokens);
+  QKV_REQUIRE(n_tokens);
+  qkv_context* ctx = batch_context(__func__, sessions, n);
+  if (!ctx) return QKV_ERR_INVALID_ARGUMENT;
+  for (int64_t i = 0; i < n; ++i) {
+    if (!tokens[i] || n_tokens[i] < 1) {
+      return set_error(QKV_ERR_INVALID_ARGUMENT, "qkv_prefill_batch: sessions[" + std::to_string(i) + "] needs at least one token (got " +
+                                                     std::to_string(n_tokens[i]) + (tokens[i] ? ")" : ", NULL tokens)"));
+    }
+  }
+  qkv::Decoder& dec = *ctx->decoder;
+  const int64_t vocab = dec.vocab_size();
+  const int64_t needed = n * vocab;  // n <= slots, so no overflow
+  if (logits && logits_capacity < needed) return buffer_too_small(__func__, "logits", logits_capacity, needed, "floats");
+  return guarded([&] {
+    ThreadScope threads(ctx->threads);
+    std::vector<int64_t> seqs(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) seqs[i] = sessions[i]->seq;
+    const float* out = dec.prefill_multi(seqs.data(), tokens, n_tokens, n);
+    for (int64_t i = 0; i < n; ++i) {
+      sessions[i]->last_logits.assign(out + i * vocab, out + (i + 1) * vocab);
+      sessions[i]->fed.insert(sessions[i]->fed.end(), tokens[i], tokens[i] + n_tokens[i]);
     }
     if (logits) std::copy(out, out + needed, logits);
     return QKV_OK;

@@ -167,8 +167,8 @@ const float* Decoder::step_batch(const int64_t* seqs, const int32_t* tokens, int
   return logits_.data();
 }
 
-// The transformer block, for M rows: rows either all belong to one sequence at
-// consecutive positions (prefill) or each to its own sequence (decode). What
+// The transformer block, for M rows: runs of rows of one sequence each at
+// consecutive positions (prefill) or each row its own sequence (decode). What
 // the block does beyond llama's pre-norm attention + SwiGLU (biases, QK-norm,
 // NEOX RoPE and its factors, post-norms, GELU, soft-caps, sliding windows) is
 // read from the configuration, never from the family's name.
@@ -182,7 +182,8 @@ const float* Decoder::step_batch(const int64_t* seqs, const int32_t* tokens, int
 void Decoder::forward(int64_t M, const int64_t* seqs, const int64_t* pos) {
   const ModelConfig& c = model_.config;
   const int64_t dim = c.dim, q_dim = c.q_dim(), kv_dim = c.kv_dim(), hidden = c.hidden_dim, hd = c.head_dim;
-  const bool decode = M == 1 || seqs[0] != seqs[M - 1];
+  bool decode = true;  // every row its own sequence
+  for (int64_t m = 1; m < M; ++m) decode = decode && seqs[m] != seqs[m - 1];
   // Decode: each row's sequence length once its new token is stored (the same for every layer).
   std::vector<int64_t> len(static_cast<size_t>(M));
   for (int64_t m = 0; m < M; ++m) len[m] = pos[m] + 1;
@@ -248,8 +249,11 @@ void Decoder::forward(int64_t M, const int64_t* seqs, const int64_t* pos) {
         cache_.attend_decode(l, seqs, len.data(), M, c.n_heads, q_.data(), att_.data(), c.attn_scale, window,
                              c.attn_softcap);
       } else {
-        cache_.store(l, seqs[0], pos[0], M, k_.data(), v_.data());
-        attention_prefill(l, seqs[0], pos[0], M, window);
+        for (int64_t r0 = 0, r1; r0 < M; r0 = r1) {  // each sequence's run of rows
+          for (r1 = r0 + 1; r1 < M && seqs[r1] == seqs[r0];) ++r1;
+          cache_.store(l, seqs[r0], pos[r0], r1 - r0, &k_[r0 * kv_dim], &v_[r0 * kv_dim]);
+          attention_prefill(l, seqs[r0], pos[r0], r1 - r0, window, r0);
+        }
       }
       matmul(w.wo, att_.data(), M, xb_.data());
       // (add_inplace reads xb before the norm overwrites it)
@@ -286,7 +290,8 @@ void Decoder::forward(int64_t M, const int64_t* seqs, const int64_t* pos) {
 
 // Causal attention (within `window` keys when > 0) of M consecutive query rows
 // of one sequence against every key the sequence holds, straight from the cache.
-void Decoder::attention_prefill(int64_t layer, int64_t seq, int64_t pos0, int64_t M, int64_t window) {
+void Decoder::attention_prefill(int64_t layer, int64_t seq, int64_t pos0, int64_t M, int64_t window,
+                                int64_t row0) {
   const ModelConfig& c = model_.config;
   AttentionShape shape;
   shape.B = 1;
@@ -300,8 +305,8 @@ void Decoder::attention_prefill(int64_t layer, int64_t seq, int64_t pos0, int64_
   k.data = static_cast<const uint8_t*>(k.data) + seq * k.batch_stride;
   v.data = static_cast<const uint8_t*>(v.data) + seq * v.batch_stride;
 
-  QueryView q{q_.data(), 0, c.head_dim, c.q_dim()};
-  OutputView out{att_.data(), 0, c.head_dim, c.q_dim()};
+  QueryView q{&q_[row0 * c.q_dim()], 0, c.head_dim, c.q_dim()};
+  OutputView out{&att_[row0 * c.q_dim()], 0, c.head_dim, c.q_dim()};
   AttentionMask mask;
   mask.causal = true;
   mask.q_pos0 = pos0;
@@ -313,7 +318,7 @@ void Decoder::attention_prefill(int64_t layer, int64_t seq, int64_t pos0, int64_
     capture_->rows = M;
     capture_->keys = shape.Lk;
     capture_->weights.assign(static_cast<size_t>(c.n_heads * M * shape.Lk), 0.0f);
-    capture_->queries.assign(q_.begin(), q_.begin() + M * c.q_dim());
+    capture_->queries.assign(q.data, q.data + M * c.q_dim());
     opts.weights = capture_->weights.data();
   }
   attention(shape, q, k, v, mask, out, opts);

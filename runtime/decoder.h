@@ -60,6 +60,13 @@ class Decoder {
   // One token for each of n sequences seqs[i] (distinct); returns logits [n][vocab].
   const float* step_batch(const int64_t* seqs, const int32_t* tokens, int64_t n);
   const float* step(int64_t seq, int32_t token) { return step_batch(&seq, &token, 1); }
+  // The prompt runs of n distinct sequences in one pass (runtime/decoder_multi.cc):
+  // tokens[i][0..counts[i]) of sequence seqs[i] at its next positions. The GEMMs
+  // run over every sequence's rows together (each weight read once per pass of
+  // up to prefill_batch rows); attention is causal per sequence over its own
+  // cache. Returns logits [n][vocab], the last token's of each sequence. The same
+  // checks as prefill(), all made before anything runs.
+  const float* prefill_multi(const int64_t* seqs, const int32_t* const* tokens, const int64_t* counts, int64_t n);
 
   int64_t position(int64_t seq) const { return cache_.length(seq); }
   int64_t context() const { return cache_.config().capacity; }
@@ -71,10 +78,12 @@ class Decoder {
   const KVCache& cache() const { return cache_; }
 
  private:
-  // The transformer over M rows of activations in x_: rows of one sequence at
-  // consecutive positions (prefill) or of M sequences at their own positions (decode).
+  // The transformer over M rows of activations in x_: runs of rows of one
+  // sequence each at consecutive positions (prefill), or of M sequences at their
+  // own positions (decode: no two neighbouring rows of one sequence).
   void forward(int64_t M, const int64_t* seqs, const int64_t* pos);
-  void attention_prefill(int64_t layer, int64_t seq, int64_t pos0, int64_t M, int64_t window);
+  // Rows [row0, row0 + M) of q_ (one sequence's run) into the same rows of att_.
+  void attention_prefill(int64_t layer, int64_t seq, int64_t pos0, int64_t M, int64_t window, int64_t row0 = 0);
   void check_tokens(const int32_t* tokens, int64_t n) const;
   void embed(const int32_t* tokens, int64_t M);
   void logits_for(int64_t first_row, int64_t rows, float* out = nullptr);  // out null: logits_

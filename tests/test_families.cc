@@ -249,7 +249,7 @@ double batched_tolerance(DType t, const ModelConfig& c) {
 
 }  // namespace
 
-TEST_CASE("per family: prefill then decode equals token by token, 1 thread equals 2, batched steps equal single") {
+TEST_CASE("per family: prefill then decode equals token by token, 1 thread equals 2, batched steps and prefills equal single") {
   for (const Family& f : kFamilies) {
     if (std::string(f.suffix) == ".nctx128" || !test::have_shared(model_path(f))) continue;
     const Model src = load_model(test::shared_path(model_path(f)));
@@ -295,6 +295,20 @@ TEST_CASE("per family: prefill then decode equals token by token, 1 thread equal
         const int32_t toks[3] = {int32_t((i * 7 + 3) % kVocab), tokens[i], int32_t((i * 5 + 1) % kVocab)};
         const float* bl = b.step_batch(seqs, toks, 3);
         CHECK(rel_diff(bl + kVocab, &single[0][i * kVocab], kVocab) <= batched_tolerance(t, m.config));
+      }
+      // Three prompts in one multi-sequence prefill, in passes of 16 rows
+      // (sequence 1's is the token-by-token run's first 34), against a
+      // separate prefill of each.
+      Decoder mp(m, ob), sp(m, ob);
+      const int64_t mseqs[3] = {2, 1, 0};
+      const int32_t* mtoks[3] = {tokens.data() + 5, tokens.data(), tokens.data() + 1};
+      const int64_t mcounts[3] = {9, 34, 20};
+      const float* ml = mp.prefill_multi(mseqs, mtoks, mcounts, 3);
+      const std::vector<float> multi(ml, ml + 3 * kVocab);
+      CHECK(rel_diff(&multi[kVocab], &single[0][33 * kVocab], kVocab) <= batched_tolerance(t));
+      for (int i = 0; i < 3; ++i) {
+        const float* sl = sp.prefill(mseqs[i], mtoks[i], mcounts[i]);
+        CHECK(rel_diff(&multi[i * kVocab], sl, kVocab) <= (t == DType::F32 ? 1e-5 : batched_tolerance(t)));
       }
     }
   }

@@ -35,7 +35,7 @@ const char* kServeUsage =
     "  --max-queue N         requests waiting for a slot before 503 (default 64)\n"
     "  --timeout S           per-request time limit in seconds (default 600)\n"
     "  --grace S             seconds running requests get to finish on SIGTERM (default 10)\n"
-    "  --prefill-chunk N     prompt tokens per step while others decode (default 256)\n"
+    "  --prefill-chunk N     prompt tokens per step, all waiting prompts in one pass (default 256)\n"
     "  --max-body BYTES      request body limit (default 1048576)\n"
     "  --alias NAME          the model id in the API (default: the file name)\n";
 

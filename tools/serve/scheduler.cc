@@ -300,27 +300,46 @@ void Scheduler::step_generating() {
   if (generating > 0) metrics_.step_tokens(generating);
 }
 
-// At most one chunk of prompt tokens per step while slots are generating;
-// everything waiting when none is.
+// The waiting prompts' next chunks, at most prefill_chunk tokens in all per
+// step, in one qkv_prefill_batch (each weight read once for all of them); a
+// prompt that ends samples its first token at once. Longer waits are split
+// into steps, with a decode step between, so the prompts done first start
+// streaming while the rest prefill.
 void Scheduler::prefill_some() {
-  bool generating = false;
-  for (const Slot& s : slots_) generating = generating || s.phase == Phase::kGenerate;
+  std::vector<Slot*> batch;
+  std::vector<qkv_session*> sessions;
+  std::vector<const int32_t*> tokens;
+  std::vector<int64_t> counts;
   int64_t budget = options_.prefill_chunk;
   for (Slot& s : slots_) {
+    if (budget <= 0) break;
     if (s.phase != Phase::kPrefill || joins_batch(s)) continue;
-    if (generating && budget <= 0) break;
     const std::vector<int32_t>& p = s.job->prompt;
-    const int64_t left = static_cast<int64_t>(p.size() - s.prefill_at);
-    const int64_t n = generating ? std::min(left, budget) : std::min(left, options_.prefill_chunk);
-    if (qkv_session_prefill(s.session, p.data() + s.prefill_at, n, nullptr, 0) != QKV_OK) {
-      finish(s, "error", qkv_last_error());
-      continue;
-    }
-    s.tokens.insert(s.tokens.end(), p.begin() + static_cast<int64_t>(s.prefill_at),
-                    p.begin() + static_cast<int64_t>(s.prefill_at) + n);
-    s.prefill_at += static_cast<size_t>(n);
+    const int64_t n = std::min(static_cast<int64_t>(p.size() - s.prefill_at), budget);
+    batch.push_back(&s);
+    sessions.push_back(s.session);
+    tokens.push_back(p.data() + s.prefill_at);
+    counts.push_back(n);
     budget -= n;
-    if (s.prefill_at == p.size()) {
+  }
+  if (batch.empty()) return;
+  const auto n = static_cast<int64_t>(batch.size());
+  if (qkv_prefill_batch(sessions.data(), tokens.data(), counts.data(), n, nullptr, 0) != QKV_OK) {
+    // The batch was refused before it ran: each prompt alone, so that only the
+    // one at fault ends.
+    for (int64_t i = 0; i < n; ++i) {
+      if (qkv_session_prefill(sessions[i], tokens[i], counts[i], nullptr, 0) != QKV_OK) {
+        finish(*batch[i], "error", qkv_last_error());
+        counts[i] = 0;
+      }
+    }
+  }
+  for (int64_t i = 0; i < n; ++i) {
+    if (counts[i] == 0) continue;
+    Slot& s = *batch[i];
+    s.tokens.insert(s.tokens.end(), tokens[i], tokens[i] + counts[i]);
+    s.prefill_at += static_cast<size_t>(counts[i]);
+    if (s.prefill_at == s.job->prompt.size()) {
       s.phase = Phase::kGenerate;
       sample(s);  // the first token goes out now, not after the next step
     }

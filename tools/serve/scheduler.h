@@ -85,7 +85,7 @@ struct Job {
 class Scheduler {
  public:
   struct Options {
-    int64_t prefill_chunk = 256;  // prompt tokens per step while others decode
+    int64_t prefill_chunk = 256;  // prompt tokens per step, all waiting prompts together
     size_t max_queue = 64;
   };
   Scheduler(qkv_model* model, qkv_context* context, int n_slots, int64_t slot_context, Options options,
