@@ -615,7 +615,7 @@ void matmul(const Matrix& W, const float* X, int64_t M, float* Y) {
   QKV_CHECK(Y != nullptr, "matmul: null output");
   if (M == 1) return matvec(W, X, Y);
   if (M > kMatmulSmallMaxM && !omp_in_parallel() && current_team() == nullptr && W.cols > 0) {
-    if (ggml_dot_type(W.type)) {
+    if (dtype_is_quantized(W.type)) {
       static thread_local std::vector<float> xr;
       xr.resize(static_cast<size_t>(M * W.cols));
       detail::activation_round_trip(W.type, X, M, static_cast<size_t>(W.cols), xr.data());
@@ -624,7 +624,9 @@ void matmul(const Matrix& W, const float* X, int64_t M, float* Y) {
       // over a row as the independent rounding errors of F16 weights do):
       // mean KLD of tinystories-3M Q6_K from llama.cpp's logits (first chunk
       // of 128) 1.2e-4 in bf16, 7.3e-5 in f32 (input by input: 2.4e-6).
-      return detail::matmul_onednn(W, xr.data(), M, Y, detail::GemmPrecision::kF32);
+      return detail::matmul_onednn(W, xr.data(), M, Y,
+                                   ggml_dot_type(W.type) ? detail::GemmPrecision::kF32
+                                                         : detail::default_gemm_precision(W.type));
     }
     return detail::matmul_onednn(W, X, M, Y);
   }
@@ -688,9 +690,11 @@ void matmul_multi(const Matrix* Ws, float* const* Ys, int count, const float* X,
     return;
   }
   bool any_block = false;
-  for (int i = 0; i < count; ++i) any_block |= ggml_dot_type(Ws[i].type);
+  for (int i = 0; i < count; ++i) any_block |= dtype_is_quantized(Ws[i].type);
   if (!any_block) return matmul_small_or_sliced(Ws, Ys, count, X, M);
-  // Block types take X as ggml's activation blocks hold it (batch_activations.h):
+  // Block types, Q8_0 included, take X as ggml's activation blocks hold it
+  // (batch_activations.h; Q8_0's mean KLD from llama.cpp's logits on
+  // tinystories-3M, 20 chunks of 128: 4.8e-5 with X as is, 2.4e-5 so):
   // the matrices in groups of one activation type each, the others with X.
   std::vector<Matrix> gw;
   std::vector<float*> gy;
@@ -699,7 +703,7 @@ void matmul_multi(const Matrix* Ws, float* const* Ys, int count, const float* X,
     gw.clear();
     gy.clear();
     for (int i = 0; i < count; ++i) {
-      const int g = ggml_dot_type(Ws[i].type) ? static_cast<int>(act_type(Ws[i].type)) : -1;
+      const int g = dtype_is_quantized(Ws[i].type) ? static_cast<int>(act_type(Ws[i].type)) : -1;
       if (g != group) continue;
       gw.push_back(Ws[i]);
       gy.push_back(Ys[i]);

@@ -21,6 +21,7 @@
 #include <random>
 #include <vector>
 
+#include "kernels/batch_activations.h"
 #include "kernels/dtype.h"
 #include "kernels/error.h"
 #include "kernels/linear.h"
@@ -29,6 +30,15 @@
 
 using namespace qkv;
 using namespace qkv::testing;
+
+// X as the batched paths (M >= 2) take it for weights of type t: quantized
+// types see ggml's activation blocks (kernels/batch_activations.h).
+std::vector<float> batch_inputs(DType t, const std::vector<float>& X, int64_t M, int64_t cols) {
+  if (M < 2 || !dtype_is_quantized(t)) return X;
+  std::vector<float> xr(X.size());
+  detail::activation_round_trip(t, X.data(), M, static_cast<size_t>(cols), xr.data());
+  return xr;
+}
 
 TEST_CASE("matmul_reference on a hand-computed case") {
   const float w[6] = {1, 2, 3, -4, 5, -6};
@@ -124,7 +134,7 @@ TEST_CASE("matmul matches the reference for every dtype and batch size") {
                                       : M >= 2            ? detail::matmul_small_precision(t)
                                                           : detail::GemmPrecision::kF32;
       const bool bf16 = t != DType::F32 && p == detail::GemmPrecision::kBF16;
-      check_result(tm, X, M, Y, bf16 ? 0x1p-8 + 0x1p-17 : 0.0);
+      check_result(tm, batch_inputs(t, X, M, cols), M, Y, bf16 ? 0x1p-8 + 0x1p-17 : 0.0);
     }
   }
   detail::set_q8_matvec_mode(saved);
@@ -219,8 +229,8 @@ TEST_CASE("1 and 2 threads give the same results") {
       } else {
         // oneDNN may split the reduction differently: both within the bound.
         const bool bf16 = t != DType::F32 && detail::default_gemm_precision(t) == detail::GemmPrecision::kBF16;
-        check_result(tm, X, M, y1, bf16 ? 0x1p-8 + 0x1p-17 : 0.0);
-        check_result(tm, X, M, y2, bf16 ? 0x1p-8 + 0x1p-17 : 0.0);
+        check_result(tm, batch_inputs(t, X, M, cols), M, y1, bf16 ? 0x1p-8 + 0x1p-17 : 0.0);
+        check_result(tm, batch_inputs(t, X, M, cols), M, y2, bf16 ? 0x1p-8 + 0x1p-17 : 0.0);
       }
     }
   }

@@ -58,7 +58,6 @@ bool per_input(DType t, int64_t M) {
 
 // X as the batch GEMMs take it for weights of type t (kernels/batch_activations.h).
 std::vector<float> gemm_inputs(DType t, const std::vector<float>& X, int64_t M, int64_t cols) {
-  if (t == DType::Q8_0) return X;
   std::vector<float> xr(X.size());
   detail::activation_round_trip(t, X.data(), M, static_cast<size_t>(cols), xr.data());
   return xr;
