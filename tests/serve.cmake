@@ -6,7 +6,7 @@ add_test(NAME serve_openai
          COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/serve_openai.sh $<TARGET_FILE:qkv> ${QKV_SHARED_DIR}
                  ${PROJECT_BINARY_DIR}/serve_npm)
 set_tests_properties(serve_openai PROPERTIES TIMEOUT 300 LABELS "serve")
-foreach(t load faults)
+foreach(t load faults faults_volume)
   add_test(NAME serve_${t}
            COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/serve_node.sh serve_${t}.mjs $<TARGET_FILE:qkv> ${QKV_SHARED_DIR})
   set_tests_properties(serve_${t} PROPERTIES TIMEOUT 300 LABELS "serve;asan")

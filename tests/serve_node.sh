@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs a Node test of qkv serve (serve_load.mjs, serve_faults.mjs): skips
+# Runs a Node test of qkv serve (serve_load.mjs, serve_faults*.mjs): skips
 # without node or the shared model; the script bounds its own time.
 set -u
 SCRIPT="$1"; QKV="$2"; MODEL="$3/models/stories260K.gguf"
