@@ -51,9 +51,10 @@ TestMatrix random_matrix(DType t, int64_t rows, int64_t cols, std::mt19937& g) {
   return tm;
 }
 
-// Whether matmul with M inputs goes input by input (no batch kernel for t here).
+// Whether matmul with M inputs goes input by input (no batch kernel for t here;
+// Q8_0 always has the f32 small-batch kernel).
 bool per_input(DType t, int64_t M) {
-  return M <= kMatmulSmallMaxM && detail::matmul_small_precision(t) == detail::GemmPrecision::kF32;
+  return t != DType::Q8_0 && M <= kMatmulSmallMaxM && detail::matmul_small_precision(t) == detail::GemmPrecision::kF32;
 }
 
 // X as the batch GEMMs take it for weights of type t (kernels/batch_activations.h).

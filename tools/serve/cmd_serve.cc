@@ -165,6 +165,12 @@ int cmd_serve(int argc, char** argv) {
                  o.grace_s);
     st.stopping = true;
     st.scheduler->drain(std::chrono::milliseconds(static_cast<int64_t>(o.grace_s * 1000)));
+    // Every job has ended; give the streams up to 2 s to write their last
+    // events (a cancelled stream's error event and [DONE]) before closing.
+    const auto flush_by = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+    while (st.open_streams.load() > 0 && std::chrono::steady_clock::now() < flush_by) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
     svr.stop();
   });
 

@@ -79,6 +79,8 @@ void stream(ServerState& st, const std::shared_ptr<Job>& job, const ResponseMeta
   };
   auto s = std::make_shared<State>();
   Metrics* metrics = &st.metrics;
+  std::atomic<int>* open_streams = &st.open_streams;
+  ++*open_streams;
   res.set_header("Cache-Control", "no-cache");
   res.set_header("X-Accel-Buffering", "no");
   res.set_chunked_content_provider(
@@ -136,8 +138,9 @@ void stream(ServerState& st, const std::shared_ptr<Job>& job, const ResponseMeta
         sink.done();
         return true;
       },
-      [job, s](bool success) {
+      [job, s, open_streams](bool success) {
         if (!success || !s->finished) job->cancelled = true;
+        --*open_streams;
       });
 }
 

@@ -42,6 +42,9 @@ struct ServerState {
   Metrics metrics;
   std::unique_ptr<Scheduler> scheduler;
   std::atomic<bool> stopping{false};
+  // Streaming responses whose last bytes are not yet written: a shutdown
+  // waits for them (bounded) so that no stream is cut before its end event.
+  std::atomic<int> open_streams{0};
 };
 
 // Every route, the auth check and the error handlers.
