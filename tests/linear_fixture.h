@@ -11,11 +11,21 @@
 #include <random>
 #include <vector>
 
+#include "kernels/batch_activations.h"
 #include "kernels/dtype.h"
 #include "kernels/linear.h"
 
 namespace qkv {
 namespace testing {
+
+// X as the batched paths (M >= 2) take it for weights of type t: quantized
+// types see ggml's activation blocks (kernels/batch_activations.h).
+inline std::vector<float> batch_inputs(DType t, const std::vector<float>& X, int64_t M, int64_t cols) {
+  if (M < 2 || !dtype_is_quantized(t)) return X;
+  std::vector<float> xr(X.size());
+  detail::activation_round_trip(t, X.data(), M, static_cast<size_t>(cols), xr.data());
+  return xr;
+}
 
 constexpr DType kAllTypes[] = {DType::F32, DType::F16, DType::BF16, DType::Q8_0};
 

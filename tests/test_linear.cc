@@ -21,7 +21,6 @@
 #include <random>
 #include <vector>
 
-#include "kernels/batch_activations.h"
 #include "kernels/dtype.h"
 #include "kernels/error.h"
 #include "kernels/linear.h"
@@ -30,15 +29,6 @@
 
 using namespace qkv;
 using namespace qkv::testing;
-
-// X as the batched paths (M >= 2) take it for weights of type t: quantized
-// types see ggml's activation blocks (kernels/batch_activations.h).
-std::vector<float> batch_inputs(DType t, const std::vector<float>& X, int64_t M, int64_t cols) {
-  if (M < 2 || !dtype_is_quantized(t)) return X;
-  std::vector<float> xr(X.size());
-  detail::activation_round_trip(t, X.data(), M, static_cast<size_t>(cols), xr.data());
-  return xr;
-}
 
 TEST_CASE("matmul_reference on a hand-computed case") {
   const float w[6] = {1, 2, 3, -4, 5, -6};

@@ -57,13 +57,6 @@ bool per_input(DType t, int64_t M) {
   return t != DType::Q8_0 && M <= kMatmulSmallMaxM && detail::matmul_small_precision(t) == detail::GemmPrecision::kF32;
 }
 
-// X as the batch GEMMs take it for weights of type t (kernels/batch_activations.h).
-std::vector<float> gemm_inputs(DType t, const std::vector<float>& X, int64_t M, int64_t cols) {
-  std::vector<float> xr(X.size());
-  detail::activation_round_trip(t, X.data(), M, static_cast<size_t>(cols), xr.data());
-  return xr;
-}
-
 double extra_tolerance(DType t, int64_t M) {
   // Above 16 inputs block types run oneDNN's f32 GEMM (Q8_0 its default precision).
   const detail::GemmPrecision p = M <= kMatmulSmallMaxM ? detail::matmul_small_precision(t)
@@ -85,7 +78,7 @@ void check_batch(const TestMatrix& w, int64_t M, int threads) {
     }
     return;
   }
-  check_result(w, gemm_inputs(w.m.type, X, M, cols), M, Y, extra_tolerance(w.m.type, M));
+  check_result(w, batch_inputs(w.m.type, X, M, cols), M, Y, extra_tolerance(w.m.type, M));
 }
 
 }  // namespace
@@ -136,7 +129,7 @@ TEST_CASE("block-type batches are the same on 1 and 2 threads, and inside a para
       if (M <= kMatmulSmallMaxM) {
         CHECK(y3 == y1);
       } else if (!per_input(t, kMatmulSmallMaxM)) {
-        check_result(w, gemm_inputs(t, X, M, w.m.cols), M, y3, extra_tolerance(t, kMatmulSmallMaxM));
+        check_result(w, batch_inputs(t, X, M, w.m.cols), M, y3, extra_tolerance(t, kMatmulSmallMaxM));
       }
     }
   }
