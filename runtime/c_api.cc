@@ -425,28 +425,45 @@ qkv_context* batch_context(const char* func, qkv_session* const* sessions, int64
 
 }  // namespace
 
+extern "C++" {
+namespace {
+
+// The body the batch calls share: the logits buffer checked, forward(seqs) run
+// on the context's threads, each session's logits kept and its tokens recorded
+// (feed(i) appends sessions[i]'s), the logits copied out.
+template <class Forward, class Feed>
+qkv_status run_batch(const char* fn, qkv_context* ctx, qkv_session* const* sessions, int64_t n, float* logits,
+                     int64_t logits_capacity, const Forward& forward, const Feed& feed) {
+  const int64_t vocab = ctx->decoder->vocab_size();
+  const int64_t needed = n * vocab;  // n <= slots, so no overflow
+  if (logits && logits_capacity < needed) return buffer_too_small(fn, "logits", logits_capacity, needed, "floats");
+  return guarded([&] {
+    ThreadScope threads(ctx->threads);
+    std::vector<int64_t> seqs(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) seqs[i] = sessions[i]->seq;
+    const float* out = forward(seqs.data());
+    for (int64_t i = 0; i < n; ++i) {
+      sessions[i]->last_logits.assign(out + i * vocab, out + (i + 1) * vocab);
+      feed(i);
+    }
+    if (logits) std::copy(out, out + needed, logits);
+    return QKV_OK;
+  });
+}
+
+}  // namespace
+}  // extern "C++"
+
 qkv_status qkv_step_batch(qkv_session* const* sessions, const int32_t* tokens, int64_t n, float* logits,
                           int64_t logits_capacity) {
   QKV_REQUIRE(sessions);
   QKV_REQUIRE(tokens);
   qkv_context* ctx = batch_context(__func__, sessions, n);
   if (!ctx) return QKV_ERR_INVALID_ARGUMENT;
-  qkv::Decoder& dec = *ctx->decoder;
-  const int64_t vocab = dec.vocab_size();
-  const int64_t needed = n * vocab;  // n <= slots, so no overflow
-  if (logits && logits_capacity < needed) return buffer_too_small(__func__, "logits", logits_capacity, needed, "floats");
-  return guarded([&] {
-    ThreadScope threads(ctx->threads);
-    std::vector<int64_t> seqs(static_cast<size_t>(n));
-    for (int64_t i = 0; i < n; ++i) seqs[i] = sessions[i]->seq;
-    const float* out = dec.step_batch(seqs.data(), tokens, n);
-    for (int64_t i = 0; i < n; ++i) {
-      sessions[i]->last_logits.assign(out + i * vocab, out + (i + 1) * vocab);
-      sessions[i]->fed.push_back(tokens[i]);
-    }
-    if (logits) std::copy(out, out + needed, logits);
-    return QKV_OK;
-  });
+  return run_batch(
+      __func__, ctx, sessions, n, logits, logits_capacity,
+      [&](const int64_t* seqs) { return ctx->decoder->step_batch(seqs, tokens, n); },
+      [&](int64_t i) { sessions[i]->fed.push_back(tokens[i]); });
 }
 
 qkv_status qkv_prefill_batch(qkv_session* const* sessions, const int32_t* const* tokens, const int64_t* n_tokens,
@@ -462,22 +479,10 @@ qkv_status qkv_prefill_batch(qkv_session* const* sessions, const int32_t* const*
                                                      std::to_string(n_tokens[i]) + (tokens[i] ? ")" : ", NULL tokens)"));
     }
   }
-  qkv::Decoder& dec = *ctx->decoder;
-  const int64_t vocab = dec.vocab_size();
-  const int64_t needed = n * vocab;  // n <= slots, so no overflow
-  if (logits && logits_capacity < needed) return buffer_too_small(__func__, "logits", logits_capacity, needed, "floats");
-  return guarded([&] {
-    ThreadScope threads(ctx->threads);
-    std::vector<int64_t> seqs(static_cast<size_t>(n));
-    for (int64_t i = 0; i < n; ++i) seqs[i] = sessions[i]->seq;
-    const float* out = dec.prefill_multi(seqs.data(), tokens, n_tokens, n);
-    for (int64_t i = 0; i < n; ++i) {
-      sessions[i]->last_logits.assign(out + i * vocab, out + (i + 1) * vocab);
-      sessions[i]->fed.insert(sessions[i]->fed.end(), tokens[i], tokens[i] + n_tokens[i]);
-    }
-    if (logits) std::copy(out, out + needed, logits);
-    return QKV_OK;
-  });
+  return run_batch(
+      __func__, ctx, sessions, n, logits, logits_capacity,
+      [&](const int64_t* seqs) { return ctx->decoder->prefill_multi(seqs, tokens, n_tokens, n); },
+      [&](int64_t i) { sessions[i]->fed.insert(sessions[i]->fed.end(), tokens[i], tokens[i] + n_tokens[i]); });
 }
 
 qkv_status qkv_session_position(const qkv_session* session, int64_t* position) {
