@@ -14,31 +14,18 @@
 #include "kernels/error.h"
 #include "kernels/linear_internal.h"
 #include "runtime/decoder.h"
+#include "tests/decoder_fixture.h"
 #include "runtime/model_loader.h"
 #include "runtime/synthetic.h"
 #include "tests/reference_forward.h"
 #include "tests/shared_data.h"
 
 using namespace qkv;
+using qkv::testing::small_gqa_config;
 
 namespace {
 
 // A GQA model small enough for an fp64 reference: 8 query heads on 2 KV heads,
-// FFN a multiple of 32 so Q8_0 applies to every matrix, untied classifier.
-ModelConfig small_gqa_config() {
-  ModelConfig c;
-  c.dim = 64;
-  c.hidden_dim = 192;
-  c.n_layers = 3;
-  c.n_heads = 8;
-  c.n_kv_heads = 2;
-  c.head_dim = 8;
-  c.rope_dim = 8;
-  c.vocab_size = 300;
-  c.context_length = 128;
-  return c;
-}
-
 std::vector<int32_t> some_tokens(int n, int vocab, int salt = 0) {
   std::vector<int32_t> t(n);
   for (int i = 0; i < n; ++i) t[i] = (i * 37 + 11 + salt * 101) % vocab;

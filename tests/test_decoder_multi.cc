@@ -12,41 +12,20 @@
 #include "kernels/linear_internal.h"
 #include "runtime/decoder.h"
 #include "runtime/synthetic.h"
+#include "tests/decoder_fixture.h"
 
 using namespace qkv;
+using qkv::testing::rel_diff;
+using qkv::testing::small_gqa_config;
 
 namespace {
 
 constexpr int kVocab = 300;
 
-ModelConfig small_config() {  // GQA: 8 query heads on 2 KV heads
-  ModelConfig c;
-  c.dim = 64;
-  c.hidden_dim = 192;
-  c.n_layers = 3;
-  c.n_heads = 8;
-  c.n_kv_heads = 2;
-  c.head_dim = 8;
-  c.rope_dim = 8;
-  c.vocab_size = kVocab;
-  c.context_length = 128;
-  return c;
-}
-
 std::vector<int32_t> some_tokens(int64_t n, int salt) {
   std::vector<int32_t> t(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) t[i] = static_cast<int32_t>((i * 37 + 11 + salt * 101) % kVocab);
   return t;
-}
-
-// Largest |a - b| relative to b's largest logit.
-double rel_diff(const float* a, const float* b, int64_t n) {
-  double d = 0, s = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    d = std::max(d, std::fabs(double(a[i]) - b[i]));
-    s = std::max(s, std::fabs(double(b[i])));
-  }
-  return d / std::max(s, 1e-30);
 }
 
 // F32 weights and cache: only the f32 summation order differs. Other weights
@@ -66,7 +45,7 @@ double tolerance(DType t) {
 void check_against_separate(DType t, int64_t prefill_batch, const std::vector<int64_t>& counts) {
   CAPTURE(dtype_name(t));
   CAPTURE(prefill_batch);
-  const Model model = make_synthetic_model(small_config(), t, 11, /*tied_output=*/false);
+  const Model model = make_synthetic_model(small_gqa_config(), t, 11, /*tied_output=*/false);
   DecoderOptions o;
   o.kv_type = t == DType::F32 ? DType::F32 : DType::F16;
   o.n_seqs = 4;
@@ -112,7 +91,7 @@ TEST_CASE("a multi-sequence prefill equals separate prefills") {
 }
 
 TEST_CASE("a multi-sequence prefill checks everything before it runs") {
-  const Model model = make_synthetic_model(small_config(), DType::F32, 1, false);
+  const Model model = make_synthetic_model(small_gqa_config(), DType::F32, 1, false);
   DecoderOptions o;
   o.context = 8;
   o.n_seqs = 2;

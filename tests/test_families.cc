@@ -24,10 +24,12 @@
 #include "runtime/gguf.h"
 #include "runtime/model_loader.h"
 #include "runtime/synthetic.h"
+#include "tests/decoder_fixture.h"
 #include "tests/reference_forward.h"
 #include "tests/shared_data.h"
 
 using namespace qkv;
+using qkv::testing::rel_diff;
 
 namespace {
 
@@ -225,15 +227,6 @@ TEST_CASE("every family at F16 and Q8_0 weights, converted and written by qkv, s
 }
 
 namespace {
-
-double rel_diff(const float* a, const float* b, int64_t n) {
-  double d = 0, s = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    d = std::max(d, std::fabs(double(a[i]) - b[i]));
-    s = std::max(s, std::fabs(double(b[i])));
-  }
-  return d / std::max(s, 1e-30);
-}
 
 // The batched paths' rounding: bf16 GEMMs for non-F32 weights where the CPU
 // has them (see test_decoder.cc), f32 summation order otherwise. The gemma2
