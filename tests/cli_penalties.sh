@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# qkv run's penalty flags: each changes greedy output on stories260K when set
+# qkv run's penalty and logit-bias flags: each changes greedy output on stories260K when set
 # hard, is a no-op at its neutral value, and a bad value is a clear usage error.
 set -u
 QKV="$1"
@@ -24,5 +24,15 @@ cut=$(run -r "$stop")
 [ "$cut" == "${base%%"$stop"*}" ] || { echo "FAIL: -r '$stop' gave '$cut'"; fail=1; }
 err=$("$QKV" run -m "$MODEL" --repeat-last-n -5 2>&1 >/dev/null); rc=$?
 [ $rc -ne 0 ] && printf '%s' "$err" | grep -q -- "--repeat-last-n" || { echo "FAIL: bad --repeat-last-n: rc $rc '$err'"; fail=1; }
+# Logit bias: banning the first generated token (the 5th of the echoed text)
+# changes the output; bad values
+# and tokens outside the vocabulary are clear errors.
+first=$("$QKV" tokenize -m "$MODEL" --no-bos -- "$base" | cut -d' ' -f5)
+banned=$(run -l "$first-inf")
+[ "$banned" != "$base" ] || { echo "FAIL: -l $first-inf did not change the output"; fail=1; }
+for bad in "2x" "+5" "99999+1"; do
+  err=$("$QKV" run -m "$MODEL" -p "x" -n 1 -l "$bad" 2>&1 >/dev/null); rc=$?
+  [ $rc -ne 0 ] && printf '%s' "$err" | grep -q -E -- "-l|logit bias" || { echo "FAIL: -l '$bad': rc $rc '$err'"; fail=1; }
+done
 [ $fail -eq 0 ] && echo "cli penalties: ok"
 exit $fail
