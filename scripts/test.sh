@@ -39,7 +39,11 @@ sanitized_stage() {
   targets=$(targets_with_label "$label")
   [ -n "$targets" ] || { echo "no suites labelled $label"; return 1; }
   # Suites that drive the qkv binary (qkv serve's) need it built in this stage too.
-  if ctest --test-dir build -N -L "$label" | grep -q ' serve_'; then targets="$targets qkv"; fi
+  # (The listing is captured first: grep -q closing the pipe early would
+  # SIGPIPE ctest, and pipefail would then read the match as a failure.)
+  local listing
+  listing=$(ctest --test-dir build -N -L "$label")
+  if grep -q ' serve_' <<<"$listing"; then targets="$targets qkv"; fi
   # shellcheck disable=SC2086
   cmake --build "$dir" -j"$jobs" --target $targets
   run_ctest --test-dir "$dir" --output-on-failure -j"$jobs" -L "$label"

@@ -3,12 +3,15 @@
 // accepting, let running requests finish within --grace seconds (then cancel
 // them), exit 0.
 #include <signal.h>
+#include <sys/socket.h>
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cerrno>
 #include <cinttypes>
 #include <cstdio>
+#include <cstring>
 #include <string>
 #include <thread>
 
@@ -141,6 +144,16 @@ int cmd_serve(int argc, char** argv) {
   svr.set_write_timeout(30);
   svr.set_keep_alive_timeout(5);
   serve::install_routes(svr, st);
+  // cpp-httplib listens with a backlog of 5 (CPPHTTPLIB_LISTEN_BACKLOG, fixed
+  // in Debian's compiled library): a burst of clients then overflows the
+  // accept queue, the kernel drops their SYNs and each retries after 1, 3,
+  // 7, 15, ... s. The listening socket is kept here and listen() is called
+  // again after the bind with the system's maximum.
+  int listen_fd = -1;
+  svr.set_socket_options([&listen_fd](socket_t sock) {
+    httplib::default_socket_options(sock);
+    listen_fd = sock;
+  });
 
   int port = o.port;
   const bool bound = port == 0 ? (port = svr.bind_to_any_port(o.host)) > 0 : svr.bind_to_port(o.host, port);
@@ -149,6 +162,10 @@ int cmd_serve(int argc, char** argv) {
     qkv_context_free(ctx);
     qkv_model_free(st.model);
     fail("cannot listen on ", o.host, ":", o.port, " (address in use, or not an address of this host)");
+  }
+
+  if (listen_fd >= 0 && ::listen(listen_fd, SOMAXCONN) != 0) {
+    std::fprintf(stderr, "qkv serve: warning: widening the listen backlog: %s\n", std::strerror(errno));
   }
 
   signal(SIGPIPE, SIG_IGN);
