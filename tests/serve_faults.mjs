@@ -117,5 +117,29 @@ try {
   const r = await s.stop();
   if (r.code !== 0) fail("exit", r);
 }
+
+// --io-timeout: a connection that stops halfway through its request gets its
+// 400 (or is closed) once it has stalled that long (the default 30 s would
+// outlast the test).
+const t = await startServer(qkv, ["-m", model, "--slots", "1", "-c", "64", "-t", "1", "--io-timeout", "0.5"]);
+try {
+  const started = Date.now();
+  const answeredAfter = await new Promise(resolve => {
+    const c = net.connect(t.port, "127.0.0.1", () => c.write("POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 50\r\n\r\n{\"pr"));
+    c.on("data", () => { resolve(Date.now() - started); c.destroy(); });
+    c.on("close", () => resolve(Date.now() - started));
+    c.on("error", () => {});
+    setTimeout(() => { c.destroy(); resolve(Infinity); }, 10000);
+  });
+  if (!(answeredAfter >= 400 && answeredAfter < 5000)) fail(`a stalled request with --io-timeout 0.5 answered after ${answeredAfter} ms`);
+  else console.log(`--io-timeout 0.5: a stalled request answered after ${answeredAfter} ms`);
+  const h = await request(t.port, "GET", "/health");
+  if (h.status !== 200) fail("health after an io timeout:", h.status);
+} catch (e) {
+  fail(e.message);
+} finally {
+  const r = await t.stop();
+  if (r.code !== 0) fail("exit", r);
+}
 console.log(failed ? `serve faults: ${failed} failed` : "serve faults: ok");
 process.exit(failed ? 1 : 0);

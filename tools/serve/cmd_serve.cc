@@ -38,6 +38,8 @@ const char* kServeUsage =
     "  --max-queue N         requests waiting for a slot before 503 (default 64)\n"
     "  --timeout S           per-request time limit in seconds (default 600)\n"
     "  --grace S             seconds running requests get to finish on SIGTERM (default 10)\n"
+    "  --io-timeout S        seconds a connection may stall while sending its request or reading\n"
+    "                        the response before it is closed (default 30)\n"
     "  --prefill-chunk N     prompt tokens per step, all waiting prompts in one pass (default 256)\n"
     "  --max-body BYTES      request body limit (default 1048576)\n"
     "  --alias NAME          the model id in the API (default: the file name)\n";
@@ -84,6 +86,8 @@ int cmd_serve(int argc, char** argv) {
       o.max_queue = static_cast<size_t>(parse_int(a.c_str(), flag_value(argc, argv, i), 0, 1 << 20));
     } else if (a == "--timeout") {
       o.timeout_s = parse_float(a.c_str(), flag_value(argc, argv, i), 0.001, 1e7);
+    } else if (a == "--io-timeout") {
+      o.io_timeout_s = parse_float(a.c_str(), flag_value(argc, argv, i), 0.001, 1e6);
     } else if (a == "--grace") {
       o.grace_s = parse_float(a.c_str(), flag_value(argc, argv, i), 0, 1e6);
     } else if (a == "--prefill-chunk") {
@@ -140,8 +144,11 @@ int cmd_serve(int argc, char** argv) {
   const size_t threads = std::min<size_t>(static_cast<size_t>(o.slots) + o.max_queue + 16, 1024);
   svr.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
   svr.set_payload_max_length(o.max_body);
-  svr.set_read_timeout(30);
-  svr.set_write_timeout(30);
+  // A stalled client holds a handler thread until this runs out.
+  const auto io_sec = static_cast<time_t>(o.io_timeout_s);
+  const auto io_usec = static_cast<time_t>((o.io_timeout_s - static_cast<double>(io_sec)) * 1e6);
+  svr.set_read_timeout(io_sec, io_usec);
+  svr.set_write_timeout(io_sec, io_usec);
   svr.set_keep_alive_timeout(5);
   serve::install_routes(svr, st);
   // cpp-httplib listens with a backlog of 5 (CPPHTTPLIB_LISTEN_BACKLOG, fixed

@@ -28,6 +28,7 @@ struct ServeOptions {
   size_t max_queue = 64;
   double timeout_s = 600;
   double grace_s = 10;
+  double io_timeout_s = 30;  // socket read/write stall limit
   int64_t prefill_chunk = 256;
   size_t max_body = 1 << 20;
   int max_json_depth = 32;
