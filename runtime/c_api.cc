@@ -286,30 +286,12 @@ qkv_status qkv_context_create(qkv_model* model, int64_t n_seqs, const qkv_contex
     d.n_seqs = n_seqs;
     if (o.prefill_batch > 0) d.prefill_batch = o.prefill_batch;
 
-    // The same cache the decoder will make, sized first: over the limit is an
-    // out-of-memory status, not a bad argument.
-    qkv::KVCacheConfig kv;
-    kv.n_layers = c.n_layers;
-    kv.n_kv_heads = c.n_kv_heads;
-    kv.head_dim = c.head_dim;
-    kv.capacity = o.context > 0 ? o.context : c.context_length;
-    kv.n_seqs = n_seqs;
-    kv.type = d.kv_type;
-    QKV_CHECK(kv.capacity > 0, "the model states no context length: set qkv_context_options.context");
-    // The limit covers what the context makes resident: the model's weights
-    // (mapped pages count once touched), the cache and the activations.
-    const uint64_t kv_bytes = qkv::KVCache::bytes_for(kv);
-    const uint64_t weight_bytes = model->model.weight_bytes();
-    const uint64_t act_bytes = qkv::Decoder::activation_bytes(c, d);
-    const uint64_t bytes = kv_bytes + weight_bytes + act_bytes;
-    if (o.memory_limit > 0 && bytes > o.memory_limit) {
-      return set_error(QKV_ERR_OUT_OF_MEMORY,
-                       "the context needs " + std::to_string(bytes) + " bytes: weights " +
-                           std::to_string(weight_bytes) + ", KV cache " + std::to_string(kv_bytes) + " (" +
-                           std::to_string(n_seqs) + " sequences x " + std::to_string(kv.capacity) + " positions, " +
-                           qkv::dtype_name(kv.type) + "), activations " + std::to_string(act_bytes) +
-                           "; over the memory limit of " + std::to_string(o.memory_limit) + " bytes");
-    }
+    // Sized before anything is allocated: over the limit is an out-of-memory
+    // status, not a bad argument.
+    QKV_CHECK(o.context > 0 || c.context_length > 0,
+              "the model states no context length: set qkv_context_options.context");
+    const std::string over = qkv::Decoder::over_memory_limit(model->model, d, o.memory_limit);
+    if (!over.empty()) return set_error(QKV_ERR_OUT_OF_MEMORY, "the context " + over);
 
     auto ctx = std::make_unique<qkv_context>();
     ctx->model = model;

@@ -79,6 +79,26 @@ uint64_t Decoder::activation_bytes(const ModelConfig& c, const DecoderOptions& o
   return (rows * per_row + uint64_t(o.n_seqs) * uint64_t(c.vocab_size)) * sizeof(float);
 }
 
+Decoder::ResidentBytes Decoder::resident_bytes(const Model& model, const DecoderOptions& o) {
+  DecoderOptions unlimited = o;
+  unlimited.memory_limit = 0;
+  ResidentBytes r;
+  r.weights = model.weight_bytes();
+  r.kv_cache = KVCache::bytes_for(cache_config(model, unlimited));
+  r.activations = activation_bytes(model.config, o);
+  return r;
+}
+
+std::string Decoder::over_memory_limit(const Model& model, const DecoderOptions& o, uint64_t limit) {
+  const ResidentBytes r = resident_bytes(model, o);
+  if (limit == 0 || r.total() <= limit) return "";
+  const int64_t capacity = o.context > 0 ? o.context : model.config.context_length;
+  return "needs " + std::to_string(r.total()) + " bytes: weights " + std::to_string(r.weights) + ", KV cache " +
+         std::to_string(r.kv_cache) + " (" + std::to_string(o.n_seqs) + " sequences x " + std::to_string(capacity) +
+         " positions, " + dtype_name(o.kv_type) + "), activations " + std::to_string(r.activations) +
+         "; over the memory limit of " + std::to_string(limit) + " bytes";
+}
+
 void Decoder::ensure_rows(int64_t M) {
   if (M <= rows_) return;
   const ModelConfig& c = model_.config;

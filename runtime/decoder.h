@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "runtime/kv_cache.h"
@@ -48,6 +49,17 @@ class Decoder {
   // of n_seqs rows (the KV cache is KVCache::bytes_for, the weights
   // Model::weight_bytes).
   static uint64_t activation_bytes(const ModelConfig& config, const DecoderOptions& options);
+
+  // What a Decoder of these options makes resident: the model's weights
+  // (mapped pages count once touched), its KV cache and its activations.
+  struct ResidentBytes {
+    uint64_t weights = 0, kv_cache = 0, activations = 0;
+    uint64_t total() const { return weights + kv_cache + activations; }
+  };
+  static ResidentBytes resident_bytes(const Model& model, const DecoderOptions& options);
+  // "" when resident_bytes fits within limit (0: no limit), else the error
+  // naming each part and the limit.
+  static std::string over_memory_limit(const Model& model, const DecoderOptions& options, uint64_t limit);
 
   // Runs tokens[0..n) of sequence seq at positions length(seq) .. length(seq)+n-1
   // and returns the logits [vocab] of the last one. Fails (qkv::Error) if the

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# --memory-limit on qkv run, chat and serve: a limit below the context's bytes
+# --memory-limit on qkv run, chat, serve and bench: a limit below the context's bytes
 # fails before allocating, naming the weights, the KV cache and the
 # activations; a generous one changes nothing; a malformed one is a usage error.
 set -u
@@ -37,5 +37,15 @@ err=$(timeout 20 "$QKV" serve -m "$model" --port 0 -t 1 --memory-limit 1K 2>&1 >
 [ $rc -ne 0 ] && [ $rc -ne 124 ] || { echo "FAIL: serve --memory-limit 1K: rc $rc"; fail=1; }
 parts serve "$err"
 printf '%s' "$err" | grep -q "4 sequences" || { echo "FAIL: serve error lacks the slot count: '$err'"; fail=1; }
+bench() { "$QKV" bench -m "$model" -t 1 --no-probe --reps 1 --warmup 0 --steps 2 -q --prompt-lengths 8 --depths 0 "$@"; }
+err=$(bench --batches none --memory-limit 1K 2>&1 >/dev/null); rc=$?
+[ $rc -ne 0 ] || { echo "FAIL: bench --memory-limit 1K exits 0"; fail=1; }
+parts bench "$err"
+bench --batches 16 --memory-limit 1G >/dev/null 2>&1 || { echo "FAIL: bench --memory-limit 1G exits non-zero"; fail=1; }
+# The batched rows' decoder (16 sequences) is larger than the prefill one's:
+# a limit between the two fails at the batched rows, naming them.
+err=$(bench --prompt-lengths none --depths none --batches 16 --batch-depth 1000 --memory-limit 1M 2>&1 >/dev/null); rc=$?
+[ $rc -ne 0 ] && printf '%s' "$err" | grep -q "16 sequences" ||
+  { echo "FAIL: bench batches 16 over 1M: rc $rc '$err'"; fail=1; }
 [ $fail -eq 0 ] && echo "cli memory limit: ok"
 exit $fail

@@ -60,6 +60,8 @@ const char* kBenchUsage =
     "  --batch-depth N         positions prefilled in each batched sequence (default 128)\n"
     "  --reps N                timed repetitions (default 5)   --warmup N (default 1)\n"
     "  -b, --batch-size N      prompt tokens per prefill batch (default 256)\n"
+    "  --memory-limit BYTES    fail before a row allocates when weights + KV cache + activations exceed\n"
+    "                          BYTES (K, M, G suffixes; default: no limit; the probe's buffer is apart)\n"
     "  --region-per-call       decode steps open an OpenMP region per kernel call instead of running\n"
     "                          in one team of threads (the earlier threading, for comparison)\n"
     "  --json                  print JSON instead of the table\n"
@@ -84,6 +86,7 @@ struct BenchOptions {
   int reps = 5, warmup = 1;
   bool json = false, quiet = false, probe_only = false, probe = true, decode_team = true;
   int64_t probe_mib = 1024;
+  uint64_t memory_limit = 0;  // 0: none
 };
 
 // "128,512,2048" -> {128, 512, 2048}; "none" or "" -> {}.
@@ -238,6 +241,7 @@ class Bench {
       d.kv_type = o_.kv_type;
       d.prefill_batch = o_.prefill_batch;
       d.decode_team = o_.decode_team;
+      check_memory(d);
       Decoder dec(model_, d);
       for (const int64_t L : o_.prompt_lengths) prefill_row(dec, L);
       for (const int64_t D : o_.depths) decode_row(dec, D);
@@ -246,6 +250,12 @@ class Bench {
   }
 
  private:
+  // --memory-limit, checked before a decoder allocates its cache and buffers.
+  void check_memory(const DecoderOptions& d) const {
+    const std::string over = Decoder::over_memory_limit(model_, d, o_.memory_limit);
+    if (!over.empty()) fail("--memory-limit: the benchmark's decoder ", over);
+  }
+
   static int64_t max_of(const std::vector<int64_t>& v) { return v.empty() ? 0 : *std::max_element(v.begin(), v.end()); }
 
   // Runs warm-up + timed repetitions of `body` (which returns its own timed
@@ -356,6 +366,7 @@ class Bench {
     d.n_seqs = n;
     d.prefill_batch = o_.prefill_batch;
     d.decode_team = o_.decode_team;
+    check_memory(d);
     Decoder dec(model_, d);
     // Every sequence starts from the same batch_depth-token prompt: prefilled
     // once, copied to the others (the copy is what a shared system prompt costs).
@@ -460,6 +471,8 @@ int cmd_bench(int argc, char** argv) {
       o.warmup = static_cast<int>(parse_int(flag, flag_value(argc, argv, i), 0, 100));
     } else if (a == "-b" || a == "--batch-size") {
       o.prefill_batch = parse_int(flag, flag_value(argc, argv, i), 1, 1 << 16);
+    } else if (a == "--memory-limit") {
+      o.memory_limit = parse_bytes(flag, flag_value(argc, argv, i));
     } else if (a == "--json") {
       o.json = true;
     } else if (a == "--json-out") {
