@@ -23,15 +23,46 @@ for spec in "llama f16" "qwen2 q8_0" "gemma2 bf16" "phi3 q8_0"; do
 done
 
 # Quantizer inputs: byte 0 picks the preset (tests/fuzz/quantize.cc), then a
-# tiny F32 or F16 model.
-for spec in "llama f32" "qwen2 f32" "gemma2 f16"; do
-  set -- $spec
-  "$qkv" make-model tiny --arch "$1" --type "$2" -q -o "$out/quantize/tiny-$1-$2.gguf"
-  for sel in 0 5 11; do
-    { printf "\\x$(printf %02x "$sel")"; cat "$out/quantize/tiny-$1-$2.gguf"; } > "$out/quantize/sel$sel-$1-$2"
-  done
-  rm "$out/quantize/tiny-$1-$2.gguf"
-done
+# GGUF of a few KB (small, so that mutations run fast: a tiny model's 500 KB
+# ran 19 executions/s): one layer of a family whose tensors have rows of 256
+# values (every block size) and of 96 (the fallback types), in F32, F16, BF16.
+python3 - "$out/quantize" <<'PY'
+import random, struct, sys
+d = sys.argv[1]
+def s(x):
+    b = x.encode()
+    return struct.pack("<Q", len(b)) + b
+def kv_str(k, v): return s(k) + struct.pack("<I", 8) + s(v)
+def kv_u32(k, v): return s(k) + struct.pack("<II", 4, v)
+rng = random.Random(7)
+for arch, ggml_type, tname, sel in (("llama", 0, "f32", 0), ("qwen2", 1, "f16", 13), ("gemma2", 30, "bf16", 16),
+                                   ("llama", 0, "f32", 11), ("phi3", 1, "f16", 5)):
+    tensors = [("token_embd.weight", (256, 4)), ("blk.0.attn_norm.weight", (256,)),
+               ("blk.0.attn_q.weight", (256, 2)), ("blk.0.attn_k.weight", (256, 1)),
+               ("blk.0.attn_v.weight", (256, 1)), ("blk.0.attn_output.weight", (256, 2)),
+               ("blk.0.ffn_up.weight", (256, 2)), ("blk.0.ffn_down.weight", (96, 2)),
+               ("output.weight", (256, 4))]
+    meta = [kv_str("general.architecture", arch), kv_u32(arch + ".block_count", 1),
+            kv_u32(arch + ".attention.head_count", 2), kv_u32(arch + ".attention.head_count_kv", 1)]
+    infos, blobs, off = b"", b"", 0
+    for name, shape in tensors:
+        n = 1
+        for x in shape: n *= x
+        t = 0 if len(shape) == 1 else ggml_type  # norms stay F32
+        vals = [rng.uniform(-1, 1) for _ in range(n)]
+        if t == 0: data = struct.pack("<%df" % n, *vals)
+        elif t == 1: data = struct.pack("<%de" % n, *vals)
+        else: data = b"".join(struct.pack("<f", v)[2:] for v in vals)  # bf16: the high halves
+        infos += s(name) + struct.pack("<I", len(shape)) + b"".join(struct.pack("<Q", x) for x in shape)
+        infos += struct.pack("<IQ", t, off)
+        pad = (-len(data)) % 32
+        blobs += data + b"\0" * pad
+        off += len(data) + pad
+    head = b"GGUF" + struct.pack("<IQQ", 3, len(tensors), len(meta)) + b"".join(meta) + infos
+    head += b"\0" * ((-len(head)) % 32)
+    with open(f"{d}/{arch}-{tname}-sel{sel}", "wb") as f:
+        f.write(bytes([sel]) + head + blobs)
+PY
 
 # llama2.c: a checkpoint of dim 8, hidden 16, 1 layer, 2 heads, vocab 16, seq_len 4
 # (header then the f32 arrays), and a tokenizer.bin of 16 tokens.
