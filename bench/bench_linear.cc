@@ -200,7 +200,7 @@ void BM_matmul(benchmark::State& state, DType t, int64_t rows, int64_t cols, int
 // dispatch forced to one SIMD target: `simd` false = the scalar kernels
 // compiled for it (what that target ran before it had SIMD ones). With
 // `stream`, calls cycle through >= kStreamBytes of copies (weights from DRAM),
-// else one copy stays in L2. bytes/s of weights.
+// else one copy stays in L2. bytes/s of weights per CPU second.
 void BM_quant_rows(benchmark::State& state, DType t, int64_t rows, int64_t cols, int64_t target, bool simd,
                    bool stream) {
   const Weights w = make_weights(t, rows, cols, stream ? kStreamBytes : 0);
@@ -284,8 +284,8 @@ int register_all() {
           if (!simd && target != HWY_AVX2) continue;
           const std::string name = std::string(stream ? "quant_rows_stream/" : "quant_rows/") + dtype_name(t) + "/" +
                                    shape + "/" + hwy::TargetName(target) + (simd ? "" : "_scalar");
-          benchmark::RegisterBenchmark(name.c_str(), BM_quant_rows, t, rows, cols, target, simd, stream)
-              ->UseRealTime();
+          // One thread: rates per CPU second, steadier than real time on a shared machine.
+          benchmark::RegisterBenchmark(name.c_str(), BM_quant_rows, t, rows, cols, target, simd, stream);
         }
       }
     }
