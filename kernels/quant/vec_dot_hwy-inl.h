@@ -14,7 +14,8 @@
 // is removed exactly by subtracting vpmaddubsw(offset, a), computed once per
 // activation block for all rows of a pass; signed weights (IQ4) take
 // vpmaddubsw(|q|, a with q's sign) instead. Every int16 pair sum fits: |q| and
-// |a| are at most 127 and u at most 63. Integer block sums are exact and the
+// |a| are at most 127 and u at most 63 (tests/test_quant_matvec.cc checks
+// activations all at -127). Integer block sums are exact and the
 // f32 steps (one fused multiply-add per block and lane, the min terms, the
 // final pairwise sum) are the scalar kernel's, in its order: the results equal
 // the scalar path bit for bit.
@@ -22,13 +23,14 @@
 // Rows go 4 per pass, in 4 long streams (each a quarter of the caller's rows),
 // each prefetching kHwyPrefetchBytes ahead, as the VNNI kernels.
 //
-// Measured on the AVX2 target (bench_linear quant_rows*, 1 thread, GB/s of
-// weights per CPU second, medians on a busy 2-core EPYC), 256x2048 in L2 /
-// 5632x2048 from DRAM, the scalar kernels on the same target in brackets:
-// Q6_K 23 / 18 (2.6 / 1.8), Q4_K 19 / 17 (1.6 / 1.4), Q5_K 17 / 14 (1.8 / 1.5),
-// Q4_0 19 / 13 (0.6 / 0.5), Q4_1 19 / 13 (0.7 / 0.6), IQ4_XS 14 / 12
-// (0.7 / 0.6), Q2_K 14 / 14 (0.8 / 0.8), IQ4_NL 15 / 12 (0.7 / 0.5), Q5_0
-// 14 / 10 (0.7 / 0.5), Q5_1 13 / 11 (0.7 / 0.5), Q3_K 9.6 / 9.2 (1.0 / 1.1).
+// Measured on the AVX2 target (bench_linear --benchmark_filter=quant_rows, 1
+// thread, GB/s of weights per CPU second, medians of 3 on a busy 2-core EPYC),
+// 256x2048 in L2 / 5632x2048 from DRAM, the scalar kernels on the same target
+// in brackets: Q4_K 24 / 19 (2.0 / 1.7), Q6_K 22 / 21 (2.6 / 2.5), Q4_0
+// 21 / 20 (0.6 / 0.5), Q5_K 19 / 19 (2.0 / 2.0), IQ4_XS 18 / 16 (0.8 / 0.8),
+// Q5_0 15 / 17 (0.6 / 0.7), Q3_K 10 / 9 (1.1 / 1.1), Q2_K 16 / 13 (1.1 / 1.1),
+// Q4_1 17 / 16 (0.7 / 0.7), Q5_1 15 / 13 (0.7 / 0.8), IQ4_NL 16 / 16
+// (0.7 / 0.7).
 //
 // Highway 1.0.3 has no op for vpmaddubsw / vpsignb, hence the intrinsics in
 // PairSums*: the file is included only for the AVX2 and AVX3 targets (both
