@@ -204,7 +204,7 @@ HWY_NOINLINE void KRowsHwy(const uint8_t* HWY_RESTRICT w, size_t stride, size_t 
 }
 
 // One activation row of 32-value blocks: the blocks, their scales d and (Q8_1)
-// sums s as f32.
+// sums s as f32, each padded to a multiple of 8 blocks.
 template <class A>
 struct HwyAct32 {
   const A* blocks;

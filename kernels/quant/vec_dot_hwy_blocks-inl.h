@@ -125,8 +125,9 @@ struct HwyQ3_K : HwyFinish8 {
       const auto q = hn::LoadU(DU16(), reinterpret_cast<const uint16_t*>(b + offsetof(Block, qs) + 32 * h));
       for (int sh = 0; sh < 4; ++sh) {
         const int c = 4 * h + sh;
-        // hmask bit c of value l moved to bit 2 (+4 when set).
-        const VU8 high = hn::BitCast(DU8(), hn::ShiftLeft<2>(hn::BitCast(DU16(), FieldsAt(hm, c, 0x0101))));
+        // hmask bit c of value l moved to bit 2 (+4 when set) by one shift.
+        const auto moved = c >= 2 ? hn::ShiftRightSame(hm, c - 2) : hn::ShiftLeftSame(hm, 2 - c);
+        const VU8 high = hn::BitCast(DU8(), hn::And(moved, hn::Set(DU16(), uint16_t{0x0404})));
         u[c] = hn::Or(FieldsAt(q, 2 * sh, 0x0303), high);
       }
     }
