@@ -26,6 +26,9 @@
 #include "kernels/dtype.h"
 #include "kernels/linear.h"
 #include "kernels/linear_internal.h"
+#include "kernels/quant/activation.h"
+#include "kernels/quant/vec_dot.h"
+#include "hwy/targets.h"
 
 using namespace qkv;
 
@@ -193,6 +196,32 @@ void BM_matmul(benchmark::State& state, DType t, int64_t rows, int64_t cols, int
   state.counters["peak_rss_MB"] = peak_rss_mb();
 }
 
+// The block-type row kernels (kernels/quant/vec_dot) on one thread with the
+// dispatch forced to one SIMD target: `simd` false = the scalar kernels
+// compiled for it (what that target ran before it had SIMD ones). With
+// `stream`, calls cycle through >= kStreamBytes of copies (weights from DRAM),
+// else one copy stays in L2. bytes/s of weights per CPU second.
+void BM_quant_rows(benchmark::State& state, DType t, int64_t rows, int64_t cols, int64_t target, bool simd,
+                   bool stream) {
+  const Weights w = make_weights(t, rows, cols, stream ? kStreamBytes : 0);
+  const auto x = random_vec(size_t(cols));
+  std::vector<uint8_t> xa(act_bytes(t, size_t(cols)));
+  quantize_activation(t, x.data(), size_t(cols), xa.data());
+  std::vector<float> y(static_cast<size_t>(rows));
+  hwy::SetSupportedTargetsForTest(target);
+  size_t i = 0;
+  for (auto _ : state) {
+    const Matrix m = w.matrix(i++);
+    if (simd) quant_dot_rows(t, m.data, size_t(cols), xa.data(), y.data(), size_t(rows));
+    else quant_dot_rows_scalar(t, m.data, size_t(cols), xa.data(), y.data(), size_t(rows));
+    benchmark::DoNotOptimize(y.data());
+    benchmark::ClobberMemory();
+  }
+  hwy::SetSupportedTargetsForTest(0);
+  state.counters["bytes/s"] = benchmark::Counter(double(w.bytes()) * state.iterations(),
+                                                 benchmark::Counter::kIsRate, benchmark::Counter::kIs1024);
+}
+
 const struct { int64_t rows, cols; } kMatvecShapes[] = {
     {576, 576}, {1536, 576}, {32000, 576}, {2048, 2048}, {5632, 2048}, {32000, 2048}};
 const struct { int64_t rows, cols; } kMatmulSmallShapes[] = {{1536, 576}, {576, 1536}, {2048, 2048}, {5632, 2048}};
@@ -240,6 +269,25 @@ int register_all() {
                                              BM_matmul, t, s.rows, s.cols, 0, true);
       for (int64_t M : {2, 4, 8, 16}) b->Args({M, 2});
       b->UseRealTime();
+    }
+  }
+  // Row kernels per SIMD target, in L2 (256x2048) and from DRAM (5632x2048);
+  // on AVX2 also its scalar kernels, the baseline.
+  for (DType t : {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q2_K, DType::Q3_K, DType::Q4_K,
+                  DType::Q5_K, DType::Q6_K, DType::IQ4_NL, DType::IQ4_XS}) {
+    for (bool stream : {false, true}) {
+      const int64_t rows = stream ? 5632 : 256, cols = 2048;
+      const std::string shape = std::to_string(rows) + "x" + std::to_string(cols);
+      for (const int64_t target : hwy::SupportedAndGeneratedTargets()) {
+        if (target != HWY_AVX2 && target != HWY_AVX3 && target != HWY_AVX3_DL) continue;
+        for (bool simd : {false, true}) {
+          if (!simd && target != HWY_AVX2) continue;
+          const std::string name = std::string(stream ? "quant_rows_stream/" : "quant_rows/") + dtype_name(t) + "/" +
+                                   shape + "/" + hwy::TargetName(target) + (simd ? "" : "_scalar");
+          // One thread: rates per CPU second, steadier than real time on a shared machine.
+          benchmark::RegisterBenchmark(name.c_str(), BM_quant_rows, t, rows, cols, target, simd, stream);
+        }
+      }
     }
   }
   for (DType t : kTypes) {

@@ -127,8 +127,11 @@ TEST_CASE("SIMD block-type kernels equal the scalar reference kernels") {
   // operations in the same order as the scalar ones (kernels/quant/vec_dot.h),
   // so the two agree bit for bit; row counts cover 4-row passes, stream splits
   // and leftover rows, column counts odd and even block counts.
-  // Every compiled target: AVX3_DL runs the VNNI kernels, the others the
-  // scalar kernels compiled for them.
+  // Every compiled target: AVX3_DL runs the VNNI kernels, AVX2 and AVX3 the
+  // 256-bit ones (kernels/quant/vec_dot_hwy-inl.h), the others the scalar
+  // kernels compiled for them. With `flat`, every activation quantizes to
+  // -127: the largest int16 pair sums of the 256-bit kernels (2 * 127 * 127 for
+  // the IQ4 levels), which must not saturate.
   std::mt19937 g(11);
   std::normal_distribution<float> nd(0.0f, 1.0f);
   const auto targets = hwy::SupportedAndGeneratedTargets();
@@ -146,15 +149,20 @@ TEST_CASE("SIMD block-type kernels equal the scalar reference kernels") {
           CAPTURE(cols);
           CAPTURE(rows);
           const std::vector<uint8_t> w = random_rows(t, rows, cols, g);
-          std::vector<float> x(cols);
-          for (auto& v : x) v = nd(g);
-          x[cols / 2] = -9.0f;
-          std::vector<uint8_t> xa(act_bytes(t, cols));
-          quantize_activation(t, x.data(), cols, xa.data());
-          std::vector<float> ys(rows), yr(rows);
-          quant_dot_rows(t, w.data(), cols, xa.data(), ys.data(), rows);
-          quant_dot_rows_scalar(t, w.data(), cols, xa.data(), yr.data(), rows);
-          for (size_t r = 0; r < rows; ++r) CHECK(ys[r] == yr[r]);
+          for (bool flat : {false, true}) {
+            CAPTURE(flat);
+            std::vector<float> x(cols, -1.0f);
+            if (!flat) {
+              for (auto& v : x) v = nd(g);
+              x[cols / 2] = -9.0f;
+            }
+            std::vector<uint8_t> xa(act_bytes(t, cols));
+            quantize_activation(t, x.data(), cols, xa.data());
+            std::vector<float> ys(rows), yr(rows);
+            quant_dot_rows(t, w.data(), cols, xa.data(), ys.data(), rows);
+            quant_dot_rows_scalar(t, w.data(), cols, xa.data(), yr.data(), rows);
+            for (size_t r = 0; r < rows; ++r) CHECK(ys[r] == yr[r]);
+          }
         }
       }
     }

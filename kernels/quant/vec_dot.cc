@@ -8,6 +8,7 @@
 
 #include "kernels/error.h"
 #include "kernels/quant/activation.h"
+#include "hwy/cache_control.h"
 
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels/quant/vec_dot.cc"
@@ -282,12 +283,17 @@ HWY_INLINE float DotRow(DType t, const uint8_t* row, size_t cols, const void* xa
 #undef QKV_VNNI_TARGET
 #undef QKV_VNNI_INLINE
 #undef QKV_UNROLL
+#elif HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3
+#include "kernels/quant/vec_dot_hwy-inl.h"
+#undef QKV_UNROLL
 #endif
 
 // simd == false: the scalar kernels above (the reference), on every target.
 void DotRows(DType t, const void* rows, size_t cols, const void* xa, float* y, size_t n_rows, bool simd) {
 #if HWY_TARGET == HWY_AVX3_DL
   if (simd && DotRowsVnni(t, rows, cols, xa, y, n_rows)) return;
+#elif HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3
+  if (simd && DotRowsHwy(t, rows, cols, xa, y, n_rows)) return;
 #else
   (void)simd;
 #endif

@@ -27,7 +27,9 @@ void quantize_activation(DType t, const float* x, size_t n, void* out);
 // y[i] = dot(row i, xa) for n_rows rows of `cols` values of type t at rows
 // (row stride dtype_row_bytes(t, cols)); xa from quantize_activation(t, ...).
 // AVX-512 VNNI kernels where the CPU has them (kernels/quant/vec_dot_vnni-inl.h),
-// else the scalar ones; both give the same results.
+// 256-bit vpmaddubsw kernels on AVX2 / AVX-512 without VNNI
+// (kernels/quant/vec_dot_hwy-inl.h), else the scalar ones; all give the same
+// results.
 void quant_dot_rows(DType t, const void* rows, size_t cols, const void* xa, float* y, size_t n_rows);
 // The same with the scalar kernels on any CPU (the reference for the SIMD ones).
 void quant_dot_rows_scalar(DType t, const void* rows, size_t cols, const void* xa, float* y, size_t n_rows);
