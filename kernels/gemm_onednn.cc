@@ -10,6 +10,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -29,18 +30,29 @@ namespace {
 using dnnl::memory;
 
 dnnl::engine& cpu_engine() {
-  static dnnl::engine engine(dnnl::engine::kind::cpu, 0);
+  static dnnl::engine engine = [] {
+    // gemm_primitive's cache below holds the primitives qkv reuses; oneDNN's
+    // own (1024 entries by default) would keep a second copy of every shape a
+    // server meets, about 47 KB each (a 512 x 512 f32 GEMM), so it is off
+    // unless ONEDNN_PRIMITIVE_CACHE_CAPACITY asks for it.
+    if (std::getenv("ONEDNN_PRIMITIVE_CACHE_CAPACITY") == nullptr) dnnl::set_primitive_cache_capacity(0);
+    return dnnl::engine(dnnl::engine::kind::cpu, 0);
+  }();
   return engine;
 }
 
 // M, K, N, ldc, weight/activation type.
 using GemmKey = std::tuple<int64_t, int64_t, int64_t, int64_t, int>;
 
+struct Gemm {
+  dnnl::matmul matmul;
+  memory::desc scratchpad;
+};
+
 // Thread-safe cache of matmul primitives by shape.
-std::shared_ptr<dnnl::matmul> gemm_primitive(int64_t M, int64_t K, int64_t N, int64_t ldc,
-                                             memory::data_type dt) {
+std::shared_ptr<const Gemm> gemm_primitive(int64_t M, int64_t K, int64_t N, int64_t ldc, memory::data_type dt) {
   static std::mutex mu;
-  static std::map<GemmKey, std::shared_ptr<dnnl::matmul>> cache;
+  static std::map<GemmKey, std::shared_ptr<const Gemm>> cache;
   const GemmKey key{M, K, N, ldc, static_cast<int>(dt)};
   {
     std::lock_guard<std::mutex> lock(mu);
@@ -50,8 +62,13 @@ std::shared_ptr<dnnl::matmul> gemm_primitive(int64_t M, int64_t K, int64_t N, in
   const memory::desc src({M, K}, dt, memory::dims{K, 1});
   const memory::desc wei({K, N}, dt, memory::dims{1, K});
   const memory::desc dst({M, N}, memory::data_type::f32, memory::dims{ldc, 1});
-  const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(src, wei, dst), cpu_engine());
-  auto prim = std::make_shared<dnnl::matmul>(pd);
+  // The scratchpad is the caller's (run_gemm), not each primitive's: with
+  // oneDNN's default every cached primitive kept its own, about 300 KB for a
+  // 512 x 512 f32 GEMM, so a server meeting many batch sizes grew by tens of MB.
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(src, wei, dst), attr, cpu_engine());
+  auto prim = std::make_shared<const Gemm>(Gemm{dnnl::matmul(pd), pd.scratchpad_desc()});
   std::lock_guard<std::mutex> lock(mu);
   // Bounded: shapes come from the model, but do not grow without limit.
   if (cache.size() >= 256) cache.clear();
@@ -66,8 +83,12 @@ void run_gemm(const void* a, const void* b, float* y, int64_t M, int64_t K, int6
   memory ma({{M, K}, dt, memory::dims{K, 1}}, eng, const_cast<void*>(a));
   memory mb({{K, N}, dt, memory::dims{1, K}}, eng, const_cast<void*>(b));
   memory mc({{M, N}, memory::data_type::f32, memory::dims{ldc, 1}}, eng, y);
+  // One scratchpad per calling thread, grown to the largest a primitive asked for.
+  static thread_local std::vector<uint8_t> pad;
+  if (pad.size() < prim->scratchpad.get_size()) pad.resize(prim->scratchpad.get_size());
+  memory mpad(prim->scratchpad, eng, pad.data());
   dnnl::stream stream(eng);
-  prim->execute(stream, {{DNNL_ARG_SRC, ma}, {DNNL_ARG_WEIGHTS, mb}, {DNNL_ARG_DST, mc}});
+  prim->matmul.execute(stream, {{DNNL_ARG_SRC, ma}, {DNNL_ARG_WEIGHTS, mb}, {DNNL_ARG_DST, mc}, {DNNL_ARG_SCRATCHPAD, mpad}});
   stream.wait();
 }
 
