@@ -47,7 +47,11 @@ struct BatchActivations {
       uint8_t* out = buf[a].data();
       const size_t n = bytes[a];
       // Inside a region or team every thread has its own copy (as matvec_multi).
-#pragma omp parallel for if (M >= 8 && !omp_in_parallel() && current_team() == nullptr)
+      // Prefill-sized batches quantize in a region of their own; at batched
+      // decode sizes that region's join cost more than the work (perf, 16
+      // inputs of 2048 on the busy 2-core machine: half the call spent
+      // waiting in libgomp).
+#pragma omp parallel for if (M * Ws[0].cols >= (int64_t{1} << 18) && !omp_in_parallel() && current_team() == nullptr)
       for (int64_t m = 0; m < M; ++m) quantize_activation(t, X + m * Ws[0].cols, cols, out + m * n);
     }
   }
@@ -70,7 +74,11 @@ void matmul_block_gemm(const Matrix* Ws, float* const* Ys, int count, const floa
   size_t bytes = 0;
   for (int i = 0; i < count; ++i) {
     const size_t rb = dtype_row_bytes(Ws[i].type, cols);
-    rows_per[i] = std::max<int64_t>(4, static_cast<int64_t>(kMinChunkBytes / std::max<size_t>(1, rb)) / 4 * 4);
+    // At most a sixteenth of the rows, so that small matrices still give
+    // the threads enough items to balance (batched decode of a 143M model:
+    // 768 rows).
+    const int64_t by_bytes = static_cast<int64_t>(kMinChunkBytes / std::max<size_t>(1, rb));
+    rows_per[i] = std::max<int64_t>(4, std::min(by_bytes, (Ws[i].rows + 15) / 16) / 4 * 4);
     const size_t ab = xa.bytes[static_cast<int>(act_type(Ws[i].type))];
     panel = std::min<int64_t>(panel, std::max<int64_t>(4, static_cast<int64_t>(kPanelBytes / std::max<size_t>(1, ab)) / 4 * 4));
     bytes += rb * static_cast<size_t>(Ws[i].rows);

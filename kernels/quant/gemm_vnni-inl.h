@@ -19,7 +19,7 @@ constexpr size_t kGemmR = 4, kGemmC = 4;
 // (nb blocks each), y[c * ldy + r].
 template <class Dec, size_t R, size_t C>
 QKV_VNNI_TARGET void KTileVnni(const uint8_t* HWY_RESTRICT w, size_t stride, size_t nb,
-                               const BlockQ8_K* HWY_RESTRICT a, float* HWY_RESTRICT y, size_t ldy) {
+                               const BlockQ8_K* HWY_RESTRICT a, float* HWY_RESTRICT y, size_t ldy, bool prefetch) {
   using B = typename Dec::Block;
   __m512i idx[4];
   for (int c = 0; c < 4; ++c) {
@@ -39,6 +39,7 @@ QKV_VNNI_TARGET void KTileVnni(const uint8_t* HWY_RESTRICT w, size_t stride, siz
     QKV_UNROLL for (size_t c = 0; c < C; ++c) LoadActK<Dec::kOffset, Dec::kMadd16>(a[c * nb + i], &act[c]);
     QKV_UNROLL for (size_t r = 0; r < R; ++r) {
       const uint8_t* b = w + r * stride + i * sizeof(B);
+      if (prefetch) PrefetchSpan<sizeof(B)>(b + kPrefetchBytes);
       __m512i u[4], sc4[4];
       const __m512i sc = Dec::Unpack(b, u);
       if constexpr (Dec::kMadd16) {
@@ -90,7 +91,7 @@ using HalfGather = std::conditional_t<16 * S <= 384, FieldGather<S>, CopyGather<
 template <class Dec, size_t R, size_t C>
 QKV_VNNI_TARGET void Tile32Vnni(const uint8_t* HWY_RESTRICT w, size_t stride, size_t nb,
                                 const Act32<typename Dec::Act>* HWY_RESTRICT act, float* HWY_RESTRICT y,
-                                size_t ldy) {
+                                size_t ldy, bool prefetch) {
   using B = typename Dec::Block;
   VnniRow row[R][C];
   for (size_t r = 0; r < R; ++r) {
@@ -118,6 +119,7 @@ QKV_VNNI_TARGET void Tile32Vnni(const uint8_t* HWY_RESTRICT w, size_t stride, si
         corr[c] = OffsetCorrection<Dec::kOffset>(aq[c]);
       }
       QKV_UNROLL for (size_t r = 0; r < R; ++r) {
+        if (prefetch) PrefetchSpan<2 * sizeof(B)>(w + r * stride + i * sizeof(B) + kPrefetchBytes);
         const __m512i u = Dec::Unpack2(w + r * stride + i * sizeof(B), w + r * stride + i1 * sizeof(B));
         QKV_UNROLL for (size_t c = 0; c < C; ++c) {
           VnniRow& o = row[r][c];
@@ -139,7 +141,11 @@ QKV_VNNI_TARGET void Tile32Vnni(const uint8_t* HWY_RESTRICT w, size_t stride, si
 
 // Rows [0, n_rows) x inputs [0, M) by tiles: inputs in tiles of kGemmC (the
 // rest one at a time), rows in tiles of kGemmR (the rest one at a time).
-// tile(R, C, row, input) runs the matching instantiation.
+// tile(R, C, row, input) runs the matching instantiation. The first input
+// tile reads the weights from memory (later ones find them in L2) and
+// prefetches kPrefetchBytes ahead in each row as the matvec does: at
+// batched-decode sizes the kernel otherwise waited on the scale gathers'
+// cache misses (perf, 16 inputs).
 template <class Tile>
 QKV_VNNI_INLINE void GemmTiles(size_t n_rows, size_t M, const Tile& tile) {
   for (size_t m = 0; m < M;) {
@@ -160,7 +166,7 @@ struct KGemmTile {
   size_t ldy;
   template <size_t R, size_t C>
   QKV_VNNI_INLINE void run(size_t r, size_t m) const {
-    KTileVnni<Dec, R, C>(base + r * rb, rb, nb, a + m * nb, y + m * ldy + r, ldy);
+    KTileVnni<Dec, R, C>(base + r * rb, rb, nb, a + m * nb, y + m * ldy + r, ldy, m == 0);
   }
 };
 
@@ -173,7 +179,7 @@ struct Gemm32Tile {
   size_t ldy;
   template <size_t R, size_t C>
   QKV_VNNI_INLINE void run(size_t r, size_t m) const {
-    Tile32Vnni<Dec, R, C>(base + r * rb, rb, nb, act + m, y + m * ldy + r, ldy);
+    Tile32Vnni<Dec, R, C>(base + r * rb, rb, nb, act + m, y + m * ldy + r, ldy, m == 0);
   }
 };
 

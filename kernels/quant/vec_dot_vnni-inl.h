@@ -97,8 +97,9 @@ template <int kOffset, bool kMadd16>
 QKV_VNNI_INLINE void LoadActK(const BlockQ8_K& a, VnniActK* out) {
   for (int c = 0; c < 4; ++c) {
     out->q[c] = _mm512_loadu_si512(a.qs + 64 * c);
-    out->corr[c] = kMadd16 ? _mm512_maddubs_epi16(_mm512_set1_epi8(kOffset), out->q[c])
-                           : OffsetCorrection<kOffset>(out->q[c]);
+    out->corr[c] = kOffset == 0 ? _mm512_setzero_si512()
+                   : kMadd16    ? _mm512_maddubs_epi16(_mm512_set1_epi8(kOffset), out->q[c])
+                                : OffsetCorrection<kOffset>(out->q[c]);
   }
   out->bsums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.bsums));
   out->pairs = _mm256_cvtepi32_epi16(_mm256_madd_epi16(out->bsums, _mm256_set1_epi16(1)));
