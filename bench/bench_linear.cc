@@ -240,6 +240,12 @@ int register_all() {
                                    BM_matmul, t, s.rows, s.cols, mode, false)
           ->Args({16, 2})->Args({512, 2})->UseRealTime();
     }
+    // The 143M model's FFN up (batched decode of 16 sequences), short rows.
+    for (int mode : {0, 5}) {
+      benchmark::RegisterBenchmark(((mode == 0 ? "matmul/" : "matmul_tiles/") + std::string(dtype_name(t)) + "/2048x768").c_str(),
+                                   BM_matmul, t, 2048, 768, mode, false)
+          ->Args({16, 1})->Args({16, 2})->UseRealTime();
+    }
     if (t == DType::Q4_0 || t == DType::Q4_K) {
       auto* b = benchmark::RegisterBenchmark(("matmul_small_stream/" + std::string(dtype_name(t)) + "/" + shape).c_str(),
                                              BM_matmul, t, s.rows, s.cols, 0, true);

@@ -59,7 +59,17 @@ struct BatchActivations {
 
 }  // namespace
 
-bool block_gemm_type(DType t) { return g_block_gemm_allowed && dtype_is_quantized(t) && quant_gemm_available(t); }
+bool block_gemm_type(DType t, int64_t M) {
+  if (!g_block_gemm_allowed || !dtype_is_quantized(t) || !quant_gemm_available(t)) return false;
+  // 32-value blocks cost one f32 fused multiply-add per 32 values and lane
+  // half (ggml's arithmetic): at batched-decode sizes the small-batch
+  // kernel's bf16 dot products on decoded tiles were faster where the CPU has
+  // them (bench_linear matmul/q4_0/2048x768/16/1, CPU time: 0.58 ms here,
+  // 0.48 ms matmul_tiles), the K-quants not (Q4_K 0.50 vs 0.61, Q6_K 0.38 vs
+  // 0.48). Prefill sizes: the block GEMM always (Q4_0 5632x2048, 512 inputs,
+  // 2 threads: 32-38 GFLOP/s against oneDNN f32's 12-19).
+  return M > kMatmulSmallMaxM || dtype_block_values(t) != 32 || matmul_small_precision(t) != GemmPrecision::kBF16;
+}
 
 void set_block_gemm(bool allowed) { g_block_gemm_allowed = allowed; }
 

@@ -615,7 +615,7 @@ void matmul(const Matrix& W, const float* X, int64_t M, float* Y) {
   QKV_CHECK(Y != nullptr, "matmul: null output");
   if (M == 1) return matvec(W, X, Y);
   if (M > kMatmulSmallMaxM && !omp_in_parallel() && current_team() == nullptr && W.cols > 0 &&
-      !detail::block_gemm_type(W.type)) {
+      !detail::block_gemm_type(W.type, M)) {
     if (dtype_is_quantized(W.type)) {
       static thread_local std::vector<float> xr;
       xr.resize(static_cast<size_t>(M * W.cols));
@@ -667,14 +667,14 @@ void matmul_multi(const Matrix* Ws, float* const* Ys, int count, const float* X,
   }
   QKV_CHECK(X != nullptr || Ws[0].cols == 0, "matmul: null input");
   bool any_gemm = false;
-  for (int i = 0; i < count; ++i) any_gemm |= detail::block_gemm_type(Ws[i].type);
+  for (int i = 0; i < count; ++i) any_gemm |= detail::block_gemm_type(Ws[i].type, M);
   if (any_gemm && Ws[0].cols > 0) {
     // The integer block GEMM (kernels/block_gemm.cc) for the block types, the
     // usual paths for the others.
     std::vector<Matrix> gw, ow;
     std::vector<float*> gy, oy;
     for (int i = 0; i < count; ++i) {
-      const bool gemm = detail::block_gemm_type(Ws[i].type);
+      const bool gemm = detail::block_gemm_type(Ws[i].type, M);
       (gemm ? gw : ow).push_back(Ws[i]);
       (gemm ? gy : oy).push_back(Ys[i]);
     }

@@ -56,10 +56,12 @@ void set_matmul_small_bf16(bool allowed);
 bool matmul_small_uses_amx();
 void set_matmul_small_amx(bool allowed);
 
-// Whether matmul runs batches of weight type t on the integer block GEMM
-// (kernels/block_gemm.cc): the ggml block types, Q8_0 included, on CPUs with
-// AVX-512 VNNI (quant_gemm_available), unless set_block_gemm(false).
-bool block_gemm_type(DType t);
+// Whether matmul runs batches of M >= 2 inputs on weight type t on the
+// integer block GEMM (kernels/block_gemm.cc): the ggml block types, Q8_0
+// included, on CPUs with AVX-512 VNNI (quant_gemm_available), unless
+// set_block_gemm(false); the 32-value types only above kMatmulSmallMaxM
+// inputs where the small-batch kernel has its bf16 path.
+bool block_gemm_type(DType t, int64_t M);
 // false: batches take the earlier paths (decoded bf16/f32 tiles, or one
 // matvec per input), for tests and benchmarks that compare. Not thread-safe:
 // set before any concurrent use.
