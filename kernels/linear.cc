@@ -8,7 +8,9 @@
 // (the machine probe reaches the DRAM bandwidth with just that). Each stream
 // also prefetches a little ahead of itself in software.
 // Small batches (matmul with M <= 16, batched decode) are kernels/matmul_small/;
-// large batches (prefill) go to oneDNN (kernels/gemm_onednn.cc).
+// large batches (prefill) go to oneDNN (kernels/gemm_onednn.cc). Batches of
+// the ggml block types take the integer block GEMM (kernels/block_gemm.cc)
+// instead where the CPU has AVX-512 VNNI (detail::block_gemm_type).
 //
 // Threads: one OpenMP region per call; rows are split in contiguous ranges of
 // whole 4-row blocks, so every row is computed by the same code whatever the
