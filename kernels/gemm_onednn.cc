@@ -206,6 +206,7 @@ void matmul_onednn(const Matrix& W, const float* X, int64_t M, float* Y, GemmPre
 }  // namespace detail
 
 const char* prefill_gemm_kernel_name(DType t) {
+  if (detail::block_gemm_type(t, kMatmulSmallMaxM + 1)) return "AVX-512 VNNI integer block GEMM";
   return detail::default_gemm_precision(t) == detail::GemmPrecision::kBF16 ? "oneDNN bf16" : "oneDNN f32";
 }
 

@@ -8,7 +8,9 @@
 // (the machine probe reaches the DRAM bandwidth with just that). Each stream
 // also prefetches a little ahead of itself in software.
 // Small batches (matmul with M <= 16, batched decode) are kernels/matmul_small/;
-// large batches (prefill) go to oneDNN (kernels/gemm_onednn.cc).
+// large batches (prefill) go to oneDNN (kernels/gemm_onednn.cc). Batches of
+// the ggml block types take the integer block GEMM (kernels/block_gemm.cc)
+// instead where the CPU has AVX-512 VNNI (detail::block_gemm_type).
 //
 // Threads: one OpenMP region per call; rows are split in contiguous ranges of
 // whole 4-row blocks, so every row is computed by the same code whatever the
@@ -614,7 +616,8 @@ void matmul(const Matrix& W, const float* X, int64_t M, float* Y) {
   QKV_CHECK(X != nullptr || W.cols == 0, "matmul: null input");
   QKV_CHECK(Y != nullptr, "matmul: null output");
   if (M == 1) return matvec(W, X, Y);
-  if (M > kMatmulSmallMaxM && !omp_in_parallel() && current_team() == nullptr && W.cols > 0) {
+  if (M > kMatmulSmallMaxM && !omp_in_parallel() && current_team() == nullptr && W.cols > 0 &&
+      !detail::block_gemm_type(W.type, M)) {
     if (dtype_is_quantized(W.type)) {
       static thread_local std::vector<float> xr;
       xr.resize(static_cast<size_t>(M * W.cols));
@@ -665,6 +668,22 @@ void matmul_multi(const Matrix* Ws, float* const* Ys, int count, const float* X,
     QKV_CHECK(Ys[i] != nullptr || Ws[i].rows == 0, "matmul: null output for matrix ", i);
   }
   QKV_CHECK(X != nullptr || Ws[0].cols == 0, "matmul: null input");
+  bool any_gemm = false;
+  for (int i = 0; i < count; ++i) any_gemm |= detail::block_gemm_type(Ws[i].type, M);
+  if (any_gemm && Ws[0].cols > 0) {
+    // The integer block GEMM (kernels/block_gemm.cc) for the block types, the
+    // usual paths for the others.
+    std::vector<Matrix> gw, ow;
+    std::vector<float*> gy, oy;
+    for (int i = 0; i < count; ++i) {
+      const bool gemm = detail::block_gemm_type(Ws[i].type, M);
+      (gemm ? gw : ow).push_back(Ws[i]);
+      (gemm ? gy : oy).push_back(Ys[i]);
+    }
+    if (!ow.empty()) matmul_multi(ow.data(), oy.data(), static_cast<int>(ow.size()), X, M);
+    detail::matmul_block_gemm(gw.data(), gy.data(), static_cast<int>(gw.size()), X, M);
+    return;
+  }
   bool any_per_input = false;
   for (int i = 0; i < count; ++i) any_per_input |= ggml_batch_per_input(Ws[i].type, M);
   if (any_per_input) {

@@ -41,10 +41,12 @@ void matmul_reference(const Matrix& W, const float* X, int64_t M, float* Y);
 // Which kernel matmul() runs for 2..16 inputs (batched decode) on weights of
 // type t here: "AMX bf16 tiles", "AVX512_BF16 dot products", "f32 FMA" or,
 // for the ggml block types without a bf16 path, "one matvec per input"
-// (`qkv info --cpu` prints it; the bf16 kernels round weights and inputs to bf16).
+// (`qkv info --cpu` prints it; the bf16 kernels round weights and inputs to bf16),
+// or for the block types on CPUs with AVX-512 VNNI "AVX-512 VNNI integer block
+// GEMM" (ggml's arithmetic, kernels/block_gemm.cc; also above 16 inputs).
 const char* matmul_small_kernel_name(DType t);
 // The GEMM matmul() runs for more than 16 inputs (prefill) on weights of type t:
-// "oneDNN bf16" or "oneDNN f32".
+// "oneDNN bf16", "oneDNN f32" or "AVX-512 VNNI integer block GEMM".
 const char* prefill_gemm_kernel_name(DType t);
 
 }  // namespace qkv

@@ -56,6 +56,21 @@ void set_matmul_small_bf16(bool allowed);
 bool matmul_small_uses_amx();
 void set_matmul_small_amx(bool allowed);
 
+// Whether matmul runs batches of M >= 2 inputs on weight type t on the
+// integer block GEMM (kernels/block_gemm.cc): the ggml block types, Q8_0
+// included, on CPUs with AVX-512 VNNI (quant_gemm_available), unless
+// set_block_gemm(false); the 32-value types only above kMatmulSmallMaxM
+// inputs where the small-batch kernel has its bf16 path.
+bool block_gemm_type(DType t, int64_t M);
+// false: batches take the earlier paths (decoded bf16/f32 tiles, or one
+// matvec per input), for tests and benchmarks that compare. Not thread-safe:
+// set before any concurrent use.
+void set_block_gemm(bool allowed);
+// Ys[i] = X·Ws[i]ᵀ for M >= 2 inputs on matrices of block_gemm_type types
+// with equal cols > 0 (checked by the caller); inside a parallel region or
+// team as matvec_multi.
+void matmul_block_gemm(const Matrix* Ws, float* const* Ys, int count, const float* X, int64_t M);
+
 // Y = X·Wᵀ through oneDNN (M > 0, W checked by the caller, not inside a parallel region).
 void matmul_onednn(const Matrix& W, const float* X, int64_t M, float* Y);
 void matmul_onednn(const Matrix& W, const float* X, int64_t M, float* Y, GemmPrecision p);

@@ -60,7 +60,7 @@ done
 # info --cpu: the SIMD target and the batched-decode GEMM kernel it selects.
 cpu=$("$qkv" info --cpu)
 if [[ "$cpu" != *"simd target: "* ||
-      ! "$cpu" =~ "F16/BF16/Q8_0 weights: "("AMX bf16 tiles"|"AVX512_BF16 dot products"|"f32 FMA")"; F32 weights: f32 FMA" ]]; then
+      ! "$cpu" =~ "F16/BF16 weights: "("AMX bf16 tiles"|"AVX512_BF16 dot products"|"f32 FMA")"; F32 weights: f32 FMA; K-quants" ]]; then
   echo "FAIL: qkv info --cpu: $cpu"
   failures=$((failures + 1))
 fi

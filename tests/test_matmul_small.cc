@@ -161,8 +161,14 @@ TEST_CASE("matmul_small_kernel_name names the kernel each weight type runs on") 
     }
     detail::set_matmul_small_amx(true);
     detail::set_matmul_small_bf16(false);
-    CHECK(std::string(matmul_small_kernel_name(t)) == "f32 FMA");
+    // Q8_0 without the bf16 path: the integer block GEMM where the CPU has AVX-512 VNNI.
+    CHECK(std::string(matmul_small_kernel_name(t)) ==
+          (detail::block_gemm_type(t, kMatmulSmallMaxM) ? "AVX-512 VNNI integer block GEMM" : "f32 FMA"));
     detail::set_matmul_small_bf16(true);
+  }
+  // The K-quants: the integer block GEMM where the CPU has AVX-512 VNNI.
+  if (detail::block_gemm_type(DType::Q4_K, kMatmulSmallMaxM)) {
+    CHECK(std::string(matmul_small_kernel_name(DType::Q4_K)) == "AVX-512 VNNI integer block GEMM");
   }
 }
 

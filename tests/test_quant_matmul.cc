@@ -19,7 +19,11 @@
 // decode matvec (quantized activations): there the result must equal that
 // matvec's bit for bit (its own accuracy is tests/test_quant_matvec.cc's).
 // A wrong nibble, bit plane, scale, min or sub-block shows as an error of the
-// order of a whole weight, far outside the bound.
+// order of a whole weight, far outside the bound. On CPUs with AVX-512 VNNI
+// the block types go through the integer block GEMM instead (ggml's
+// arithmetic on each input's activation blocks): there every output must
+// equal quant_dot_rows_scalar's for its input bit for bit; the other paths are
+// tested too, with set_block_gemm(false).
 #include <doctest/doctest.h>
 #include <omp.h>
 
@@ -31,6 +35,7 @@
 #include "kernels/linear.h"
 #include "kernels/batch_activations.h"
 #include "kernels/linear_internal.h"
+#include "kernels/quant/vec_dot.h"
 #include "tests/linear_fixture.h"
 #include "tests/quant_fixture.h"
 
@@ -65,11 +70,30 @@ double extra_tolerance(DType t, int64_t M) {
   return p == detail::GemmPrecision::kBF16 ? 0x1p-8 + 0x1p-17 : 0.0;
 }
 
+// The integer block GEMM (AVX-512 VNNI CPUs) must give, for every input, the
+// scalar ggml kernel's result on that input's activation blocks bit for bit.
+void check_block_gemm(const TestMatrix& w, const std::vector<float>& X, int64_t M, const std::vector<float>& Y) {
+  const int64_t rows = w.m.rows, cols = w.m.cols;
+  const DType t = w.m.type;
+  std::vector<uint8_t> xa(act_bytes(t, static_cast<size_t>(cols)));
+  std::vector<float> y(static_cast<size_t>(rows));
+  int64_t bad = 0;
+  for (int64_t m = 0; m < M; ++m) {
+    quantize_activation(t, X.data() + m * cols, static_cast<size_t>(cols), xa.data());
+    quant_dot_rows_scalar(t, w.bytes.data(), static_cast<size_t>(cols), xa.data(), y.data(), static_cast<size_t>(rows));
+    for (int64_t r = 0; r < rows; ++r) {
+      if (!(Y[m * rows + r] == y[r]) && bad++ < 3) CHECK_MESSAGE(false, "m=", m, " r=", r, " got ", Y[m * rows + r], " want ", y[r]);
+    }
+  }
+  CHECK(bad == 0);
+}
+
 void check_batch(const TestMatrix& w, int64_t M, int threads) {
   const int64_t rows = w.m.rows, cols = w.m.cols;
   const auto X = make_inputs(M, cols, static_cast<uint32_t>(M + cols));
   std::vector<float> Y(static_cast<size_t>(M * rows), NAN);
   with_threads(threads, [&] { matmul(w.m, X.data(), M, Y.data()); });
+  if (detail::block_gemm_type(w.m.type, M)) return check_block_gemm(w, X, M, Y);
   if (per_input(w.m.type, M)) {
     std::vector<float> y(static_cast<size_t>(rows));
     for (int64_t m = 0; m < M; ++m) {
@@ -96,12 +120,46 @@ TEST_CASE("matmul of every block type matches the fp64 reference at every batch 
     for (int64_t cols : cols_list) {
       // 43 rows: row blocks of every kernel plus a partial one.
       const TestMatrix w = random_matrix(t, 43, cols, g);
-      for (int64_t M : {2, 3, 16, 17, 64, 300}) {
+      // The integer block GEMM where the CPU has it, then the other paths.
+      for (bool gemm : {true, false}) {
+        detail::set_block_gemm(gemm);
+        for (int64_t M : {2, 3, 5, 16, 17, 64, 300}) {
+          for (int threads : {1, 2}) {
+            CAPTURE(cols);
+            CAPTURE(gemm);
+            CAPTURE(M);
+            CAPTURE(threads);
+            check_batch(w, M, threads);
+          }
+        }
+      }
+      detail::set_block_gemm(true);
+    }
+  }
+}
+
+TEST_CASE("the integer block GEMM equals the scalar ggml kernel per input at tile-unfriendly shapes") {
+  std::mt19937 g(16);
+  std::vector<DType> types(std::begin(kTypes), std::end(kTypes));
+  types.push_back(DType::Q8_0);
+  for (DType t : types) {
+    if (!detail::block_gemm_type(t, 61)) continue;  // no AVX-512 VNNI here
+    CAPTURE(dtype_name(t));
+    // Rows of one tile minus one, of several row blocks (and a partial one),
+    // and columns past one group of 16 scale blocks (32-value types).
+    const int64_t cols = dtype_block_values(t) == 32 ? 1056 : 3072;
+    for (int64_t rows : {3, 5, 203}) {
+      const TestMatrix w = random_matrix(t, rows, cols, g);
+      for (int64_t M : {2, 7, 61}) {
         for (int threads : {1, 2}) {
-          CAPTURE(cols);
+          CAPTURE(rows);
           CAPTURE(M);
           CAPTURE(threads);
-          check_batch(w, M, threads);
+          if (!detail::block_gemm_type(t, M)) continue;  // the small-batch kernel's bf16 path
+          const auto X = make_inputs(M, cols, static_cast<uint32_t>(M + rows));
+          std::vector<float> Y(static_cast<size_t>(M * rows), NAN);
+          with_threads(threads, [&] { matmul(w.m, X.data(), M, Y.data()); });
+          check_block_gemm(w, X, M, Y);
         }
       }
     }
@@ -126,7 +184,7 @@ TEST_CASE("block-type batches are the same on 1 and 2 threads, and inside a para
 #pragma omp single
         matmul(w.m, X.data(), M, y3.data());
       }
-      if (M <= kMatmulSmallMaxM) {
+      if (M <= kMatmulSmallMaxM || detail::block_gemm_type(t, M)) {
         CHECK(y3 == y1);
       } else if (!per_input(t, kMatmulSmallMaxM)) {
         check_result(w, batch_inputs(t, X, M, w.m.cols), M, y3, extra_tolerance(t, kMatmulSmallMaxM));

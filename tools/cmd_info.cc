@@ -23,10 +23,14 @@ namespace {
 int print_cpu() {
   std::printf("simd target: %s\ncompiled targets (supported here): %s\n", simd_target_name(),
               simd_compiled_targets().c_str());
-  std::printf("batched-decode GEMM (2-16 sequences): F16/BF16/Q8_0 weights: %s; F32 weights: %s\n",
-              matmul_small_kernel_name(DType::F16), matmul_small_kernel_name(DType::F32));
-  std::printf("prefill GEMM (over 16 tokens): F16/BF16/Q8_0 weights: %s; F32 weights: %s\n",
-              prefill_gemm_kernel_name(DType::F16), prefill_gemm_kernel_name(DType::F32));
+  std::printf("batched-decode GEMM (2-16 sequences): F16/BF16 weights: %s; F32 weights: %s; "
+              "K-quants/IQ4_XS: %s; Q4_0/Q8_0/32-value blocks: %s\n",
+              matmul_small_kernel_name(DType::F16), matmul_small_kernel_name(DType::F32),
+              matmul_small_kernel_name(DType::Q4_K), matmul_small_kernel_name(DType::Q4_0));
+  std::printf("prefill GEMM (over 16 tokens): F16/BF16 weights: %s; F32 weights: %s; "
+              "K-quants/IQ4_XS: %s; Q4_0/Q8_0/32-value blocks: %s\n",
+              prefill_gemm_kernel_name(DType::F16), prefill_gemm_kernel_name(DType::F32),
+              prefill_gemm_kernel_name(DType::Q4_K), prefill_gemm_kernel_name(DType::Q4_0));
   return 0;
 }
 

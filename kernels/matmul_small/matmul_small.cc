@@ -246,6 +246,7 @@ void set_matmul_small_bf16(bool allowed) { g_small_bf16_allowed = allowed; }
 }  // namespace detail
 
 const char* matmul_small_kernel_name(DType t) {
+  if (detail::block_gemm_type(t, kMatmulSmallMaxM)) return "AVX-512 VNNI integer block GEMM";
   if (detail::matmul_small_precision(t) == detail::GemmPrecision::kF32) {
     return dtype_is_quantized(t) && t != DType::Q8_0 ? "one matvec per input" : "f32 FMA";
   }

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include "kernels/error.h"
@@ -280,6 +281,7 @@ HWY_INLINE float DotRow(DType t, const uint8_t* row, size_t cols, const void* xa
 
 #if HWY_TARGET == HWY_AVX3_DL
 #include "kernels/quant/vec_dot_vnni-inl.h"
+#include "kernels/quant/gemm_vnni-inl.h"
 #undef QKV_VNNI_TARGET
 #undef QKV_VNNI_INLINE
 #undef QKV_UNROLL
@@ -302,6 +304,25 @@ void DotRows(DType t, const void* rows, size_t cols, const void* xa, float* y, s
   for (size_t r = 0; r < n_rows; ++r) y[r] = DotRow(t, base + r * stride, cols, xa);
 }
 
+// The batched GEMM (kernels/quant/gemm_vnni-inl.h); false: none on this target.
+bool Gemm(DType t, const void* rows, size_t cols, const void* xa, size_t M, float* y, size_t ldy, size_t n_rows) {
+#if HWY_TARGET == HWY_AVX3_DL
+  return GemmVnni(t, rows, cols, xa, M, y, ldy, n_rows);
+#else
+  (void)t, (void)rows, (void)cols, (void)xa, (void)M, (void)y, (void)ldy, (void)n_rows;
+  return false;
+#endif
+}
+
+bool HasGemm(DType t) {
+#if HWY_TARGET == HWY_AVX3_DL
+  return dtype_is_quantized(t);
+#else
+  (void)t;
+  return false;
+#endif
+}
+
 }  // namespace HWY_NAMESPACE
 }  // namespace qkv
 HWY_AFTER_NAMESPACE();
@@ -309,6 +330,8 @@ HWY_AFTER_NAMESPACE();
 #if HWY_ONCE
 namespace qkv {
 HWY_EXPORT(DotRows);
+HWY_EXPORT(Gemm);
+HWY_EXPORT(HasGemm);
 
 ActType act_type(DType t) {
   switch (t) {
@@ -353,6 +376,16 @@ void quant_dot_rows_scalar(DType t, const void* rows, size_t cols, const void* x
   QKV_CHECK(dtype_is_quantized(t) && dtype_row_ok(t, cols), "quant_dot_rows_scalar: ", cols, " columns of ",
             dtype_name(t));
   HWY_DYNAMIC_DISPATCH(DotRows)(t, rows, cols, xa, y, n_rows, false);
+}
+
+bool quant_gemm_available(DType t) { return HWY_DYNAMIC_DISPATCH(HasGemm)(t); }
+
+void quant_gemm(DType t, const void* rows, size_t cols, const void* xa, size_t M, float* y, size_t ldy,
+                size_t n_rows) {
+  QKV_CHECK(dtype_is_quantized(t) && dtype_row_ok(t, cols), "quant_gemm: ", cols, " columns of ", dtype_name(t));
+  QKV_CHECK(ldy >= n_rows || M <= 1, "quant_gemm: output stride ", ldy, " below the row count ", n_rows);
+  QKV_CHECK(HWY_DYNAMIC_DISPATCH(Gemm)(t, rows, cols, xa, M, y, ldy, n_rows), "quant_gemm: no kernel for ",
+            dtype_name(t), " on this CPU (check quant_gemm_available)");
 }
 
 }  // namespace qkv

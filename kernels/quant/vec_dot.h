@@ -34,4 +34,14 @@ void quant_dot_rows(DType t, const void* rows, size_t cols, const void* xa, floa
 // The same with the scalar kernels on any CPU (the reference for the SIMD ones).
 void quant_dot_rows_scalar(DType t, const void* rows, size_t cols, const void* xa, float* y, size_t n_rows);
 
+// Batches: y[m * ldy + r] = dot(row r, input m) for n_rows rows and M inputs,
+// xa holding the M inputs' quantize_activation(t, ...) blocks back to back
+// (act_bytes(t, cols) bytes each). Each weight block is unpacked once per tile
+// of rows x inputs (kernels/quant/gemm_vnni-inl.h); every output equals
+// quant_dot_rows for its input bit for bit. Only where quant_gemm_available(t):
+// CPUs with AVX-512 VNNI, every quantized t (Q8_0 included).
+bool quant_gemm_available(DType t);
+void quant_gemm(DType t, const void* rows, size_t cols, const void* xa, size_t M, float* y, size_t ldy,
+                size_t n_rows);
+
 }  // namespace qkv

@@ -97,18 +97,19 @@ template <int kOffset, bool kMadd16>
 QKV_VNNI_INLINE void LoadActK(const BlockQ8_K& a, VnniActK* out) {
   for (int c = 0; c < 4; ++c) {
     out->q[c] = _mm512_loadu_si512(a.qs + 64 * c);
-    out->corr[c] = kMadd16 ? _mm512_maddubs_epi16(_mm512_set1_epi8(kOffset), out->q[c])
-                           : OffsetCorrection<kOffset>(out->q[c]);
+    out->corr[c] = kOffset == 0 ? _mm512_setzero_si512()
+                   : kMadd16    ? _mm512_maddubs_epi16(_mm512_set1_epi8(kOffset), out->q[c])
+                                : OffsetCorrection<kOffset>(out->q[c]);
   }
   out->bsums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.bsums));
   out->pairs = _mm256_cvtepi32_epi16(_mm256_madd_epi16(out->bsums, _mm256_set1_epi16(1)));
   out->d = a.d;
 }
 
-// Rows of 256-value super-blocks. Dec::Decode(block, act, row, u) writes the
-// 256 unsigned values into u[0..3], adds the block's min term to row, and
-// returns the sub-block scales as int32 lanes (lane j = sub-block j of
-// Dec::kSub values); Dec::D(block) is the block's f32 scale d.
+// Rows of 256-value super-blocks. Dec::Mins(block, act, row) adds the block's
+// min term to row; Dec::Unpack(block, u) writes the 256 unsigned values into
+// u[0..3] and returns the sub-block scales as int32 lanes (lane j = sub-block
+// j of Dec::kSub values); Dec::D(block) is the block's f32 scale d.
 // Dec::kMadd16: every sum of 2 products u * a fits int16 (u < 128), so each
 // chunk takes vpmaddubsw (pairs), the offset's pair sums subtracted as int16,
 // and one vpdpwssd with the scales (both 16-bit halves of a lane) instead of
@@ -138,7 +139,8 @@ QKV_VNNI_TARGET void KRowsVnni(const uint8_t* HWY_RESTRICT w, size_t stride, siz
       const uint8_t* b = w + r * stride + i * sizeof(B);
       PrefetchSpan<sizeof(B)>(b + kPrefetchBytes);
       __m512i u[4];
-      const __m512i sc = Dec::Decode(b, act, &row[r], u);
+      Dec::Mins(b, act, &row[r]);
+      const __m512i sc = Dec::Unpack(b, u);
       __m512i s = _mm512_setzero_si512();
       if constexpr (Dec::kMadd16) {
         const __m512i sc2 = _mm512_or_si512(_mm512_and_si512(sc, _mm512_set1_epi32(0xFFFF)), _mm512_slli_epi32(sc, 16));

@@ -2,8 +2,10 @@
 // unpacks one block of its type (layouts in kernels/quant/blocks.h) into
 // unsigned bytes u = q + kOffset, in value order, 64 values per register.
 // 32-value types give two blocks per register (Unpack2); 256-value types give
-// 4 registers, their sub-block scales as int32 lanes, and add their min terms
-// with the scalar kernel's arithmetic (kernels/quant/vec_dot.cc).
+// 4 registers and their sub-block scales as int32 lanes (Unpack, weights
+// only), and add their min terms to one row's accumulators with the scalar
+// kernel's arithmetic (Mins, per activation: kernels/quant/vec_dot.cc), so
+// that the batched GEMM unpacks a block once for all its inputs.
 //
 // Included by vec_dot_vnni-inl.h only.
 
@@ -107,6 +109,17 @@ struct DecQ5_1 : Min32 {
     return FifthBitPair(u, b0 + offsetof(Block, qh), b1 + offsetof(Block, qh));
   }
 };
+// Q8_0: the sign bit flipped (q + 128).
+struct DecQ8_0 : NoMin32 {
+  using Block = BlockQ8_0;
+  using Act = BlockQ8_0;
+  static constexpr int kOffset = 128;
+  QKV_VNNI_INLINE static __m512i Unpack2(const uint8_t* b0, const uint8_t* b1) {
+    const __m256i lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b0 + offsetof(Block, qs)));
+    const __m256i hi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b1 + offsetof(Block, qs)));
+    return _mm512_xor_si512(_mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1), _mm512_set1_epi8(-128));
+  }
+};
 struct DecIQ4_NL : NoMin32 {
   using Block = BlockIQ4_NL;
   using Act = BlockQ8_0;
@@ -120,6 +133,8 @@ struct DecIQ4_NL : NoMin32 {
 
 struct Finish8 {
   QKV_VNNI_INLINE static float Finish(const VnniRow& row) { return Sum8(row.acc); }
+  // No min terms.
+  QKV_VNNI_INLINE static void Mins(const uint8_t*, const VnniActK&, VnniRow*) {}
 };
 
 // The 2-bit fields of 32 bytes at q, shifted by 2 * sh0 (values 0-31 of the
@@ -133,12 +148,15 @@ struct DecQ2_K : Finish8 {
   static constexpr int kOffset = 0, kSub = 16;
   static constexpr bool kMadd16 = true;
   QKV_VNNI_INLINE static float D(const uint8_t* b) { return HalfAt(b + offsetof(Block, d)); }
-  QKV_VNNI_INLINE static __m512i Decode(const uint8_t* b, const VnniActK& a, VnniRow* row, __m512i u[4]) {
+  // mins[l] = m[2l] * bsums[2l] + m[2l + 1] * bsums[2l + 1], before the block's main sum (as ggml).
+  QKV_VNNI_INLINE static void Mins(const uint8_t* b, const VnniActK& a, VnniRow* row) {
     const __m128i s = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + offsetof(Block, scales)));
-    // mins[l] = m[2l] * bsums[2l] + m[2l + 1] * bsums[2l + 1], before the block's main sum (as ggml).
     const __m256i m = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(s, 4), _mm_set1_epi8(0x0F)));
     const float dmin = -a.d * HalfAt(b + offsetof(Block, dmin));
     row->acc = _mm256_fmadd_ps(_mm256_set1_ps(dmin), _mm256_cvtepi32_ps(_mm256_madd_epi16(m, a.bsums)), row->acc);
+  }
+  QKV_VNNI_INLINE static __m512i Unpack(const uint8_t* b, __m512i u[4]) {
+    const __m128i s = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + offsetof(Block, scales)));
     for (int h = 0; h < 2; ++h) {
       const __m512i q = Broadcast32(b + offsetof(Block, qs) + 32 * h);
       u[2 * h] = Crumbs(q, 0, 1);
@@ -153,7 +171,7 @@ struct DecQ3_K : Finish8 {
   static constexpr int kOffset = 4, kSub = 16;
   static constexpr bool kMadd16 = true;
   QKV_VNNI_INLINE static float D(const uint8_t* b) { return HalfAt(b + offsetof(Block, d)); }
-  QKV_VNNI_INLINE static __m512i Decode(const uint8_t* b, const VnniActK&, VnniRow*, __m512i u[4]) {
+  QKV_VNNI_INLINE static __m512i Unpack(const uint8_t* b, __m512i u[4]) {
     const __m512i hm = Broadcast32(b + offsetof(Block, hmask));
     for (int c = 0; c < 4; ++c) {
       const int h = c / 2, sh = 2 * (c % 2), bit = 4 * h + sh;
@@ -199,11 +217,15 @@ struct DecQ4_K {
   static constexpr int kOffset = 0, kSub = 32;
   static constexpr bool kMadd16 = true;
   QKV_VNNI_INLINE static float D(const uint8_t* b) { return HalfAt(b + offsetof(Block, d)); }
-  QKV_VNNI_INLINE static __m512i Decode(const uint8_t* b, const VnniActK& a, VnniRow* row, __m512i u[4]) {
+  QKV_VNNI_INLINE static void Mins(const uint8_t* b, const VnniActK& a, VnniRow* row) {
     uint64_t sc, m;
     K4ScalesMins(b + offsetof(Block, scales), &sc, &m);
     const float dmin = -a.d * HalfAt(b + offsetof(Block, dmin));
     row->accm = _mm_fmadd_ps(_mm_set1_ps(dmin), _mm_cvtepi32_ps(K4MinSums(m, a)), row->accm);
+  }
+  QKV_VNNI_INLINE static __m512i Unpack(const uint8_t* b, __m512i u[4]) {
+    uint64_t sc, m;
+    K4ScalesMins(b + offsetof(Block, scales), &sc, &m);
     K4Nibbles(b + offsetof(Block, qs), u);
     return _mm512_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<long long>(sc)));
   }
@@ -215,13 +237,17 @@ struct DecQ5_K {
   static constexpr int kOffset = 0, kSub = 32;
   static constexpr bool kMadd16 = true;
   QKV_VNNI_INLINE static float D(const uint8_t* b) { return HalfAt(b + offsetof(Block, d)); }
-  QKV_VNNI_INLINE static __m512i Decode(const uint8_t* b, const VnniActK& a, VnniRow* row, __m512i u[4]) {
+  QKV_VNNI_INLINE static void Mins(const uint8_t* b, const VnniActK& a, VnniRow* row) {
     uint64_t sc, m;
     K4ScalesMins(b + offsetof(Block, scales), &sc, &m);
     const float dmin = -a.d * HalfAt(b + offsetof(Block, dmin));
     HWY_ALIGN int32_t ms[4];
     _mm_store_si128(reinterpret_cast<__m128i*>(ms), K4MinSums(m, a));
     row->summs = std::fma(dmin, static_cast<float>(ms[0] + ms[1] + ms[2] + ms[3]), row->summs);
+  }
+  QKV_VNNI_INLINE static __m512i Unpack(const uint8_t* b, __m512i u[4]) {
+    uint64_t sc, m;
+    K4ScalesMins(b + offsetof(Block, scales), &sc, &m);
     K4Nibbles(b + offsetof(Block, qs), u);
     const __m512i qh = Broadcast32(b + offsetof(Block, qh));
     for (int c = 0; c < 4; ++c) {
@@ -238,7 +264,7 @@ struct DecQ6_K : Finish8 {
   static constexpr int kOffset = 32, kSub = 16;
   static constexpr bool kMadd16 = true;
   QKV_VNNI_INLINE static float D(const uint8_t* b) { return HalfAt(b + offsetof(Block, d)); }
-  QKV_VNNI_INLINE static __m512i Decode(const uint8_t* b, const VnniActK&, VnniRow*, __m512i u[4]) {
+  QKV_VNNI_INLINE static __m512i Unpack(const uint8_t* b, __m512i u[4]) {
     for (int h = 0; h < 2; ++h) {
       const __m512i ql = _mm512_loadu_si512(b + offsetof(Block, ql) + 64 * h);
       const __m512i qh = Broadcast32(b + offsetof(Block, qh) + 32 * h);
@@ -258,7 +284,7 @@ struct DecIQ4_XS : Finish8 {
   static constexpr int kOffset = 128, kSub = 32;
   static constexpr bool kMadd16 = false;
   QKV_VNNI_INLINE static float D(const uint8_t* b) { return HalfAt(b + offsetof(Block, d)); }
-  QKV_VNNI_INLINE static __m512i Decode(const uint8_t* b, const VnniActK&, VnniRow*, __m512i u[4]) {
+  QKV_VNNI_INLINE static __m512i Unpack(const uint8_t* b, __m512i u[4]) {
     const __m512i table = IQ4Table();
     for (int c = 0; c < 4; ++c) {
       // Sub-blocks 2c and 2c + 1: [low, high] nibbles of 16 bytes each.

@@ -1,0 +1,121 @@
+// Batches (matmul, M >= 2) of the ggml block types on CPUs with AVX-512 VNNI:
+// ggml's integer arithmetic (kernels/quant/gemm_vnni-inl.h), each input
+// quantized once per call, each output equal to the decode matvec's
+// (quant_dot_rows) for its input bit for bit.
+//
+// Work items are (matrix, block of rows, panel of inputs), panels fastest: a
+// thread taking a range of items keeps its rows' weights (about
+// kMinChunkBytes) in L2 while the panels' activation blocks (about
+// kPanelBytes each) stream past; within an item the kernel walks the inputs
+// in tiles of 4 and the rows in tiles of 4 below them, so each input tile's
+// blocks stay in L1. Which thread computes an item does not change its result.
+#include <omp.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+#include "kernels/error.h"
+#include "kernels/linear_internal.h"
+#include "kernels/quant/vec_dot.h"
+#include "kernels/threads/block_queue.h"
+
+namespace qkv {
+namespace detail {
+
+namespace {
+
+bool g_block_gemm_allowed = true;
+
+// Activation bytes of one panel of inputs (L2 holds a panel and a row block).
+constexpr size_t kPanelBytes = 128 * 1024;
+
+// The inputs quantized per activation type the matrices need.
+struct BatchActivations {
+  std::vector<uint8_t> buf[3];  // indexed by ActType
+  size_t bytes[3] = {0, 0, 0};  // per input
+  void prepare(const Matrix* Ws, int count, const float* X, int64_t M) {
+    const size_t cols = static_cast<size_t>(Ws[0].cols);
+    bool done[3] = {false, false, false};
+    for (int i = 0; i < count; ++i) {
+      const DType t = Ws[i].type;
+      const int a = static_cast<int>(act_type(t));
+      if (done[a]) continue;
+      done[a] = true;
+      bytes[a] = act_bytes(t, cols);
+      buf[a].resize(bytes[a] * static_cast<size_t>(M));
+      uint8_t* out = buf[a].data();
+      const size_t n = bytes[a];
+      // Inside a region or team every thread has its own copy (as matvec_multi).
+      // Prefill-sized batches quantize in a region of their own; at batched
+      // decode sizes that region's join cost more than the work (perf, 16
+      // inputs of 2048 on the busy 2-core machine: half the call spent
+      // waiting in libgomp).
+#pragma omp parallel for if (M * Ws[0].cols >= (int64_t{1} << 18) && !omp_in_parallel() && current_team() == nullptr)
+      for (int64_t m = 0; m < M; ++m) quantize_activation(t, X + m * Ws[0].cols, cols, out + m * n);
+    }
+  }
+};
+
+}  // namespace
+
+bool block_gemm_type(DType t, int64_t M) {
+  if (!g_block_gemm_allowed || !dtype_is_quantized(t) || !quant_gemm_available(t)) return false;
+  // 32-value blocks cost one f32 fused multiply-add per 32 values and lane
+  // half (ggml's arithmetic): at batched-decode sizes the small-batch
+  // kernel's bf16 dot products on decoded tiles were faster where the CPU has
+  // them (bench_linear matmul/q4_0/2048x768/16/1, CPU time: 0.58 ms here,
+  // 0.48 ms matmul_tiles), the K-quants not (Q4_K 0.50 vs 0.61, Q6_K 0.38 vs
+  // 0.48). Prefill sizes: the block GEMM always (Q4_0 5632x2048, 512 inputs,
+  // 2 threads: 32-38 GFLOP/s against oneDNN f32's 12-19).
+  return M > kMatmulSmallMaxM || dtype_block_values(t) != 32 || matmul_small_precision(t) != GemmPrecision::kBF16;
+}
+
+void set_block_gemm(bool allowed) { g_block_gemm_allowed = allowed; }
+
+void matmul_block_gemm(const Matrix* Ws, float* const* Ys, int count, const float* X, int64_t M) {
+  static thread_local BatchActivations xa_buf;
+  xa_buf.prepare(Ws, count, X, M);
+  const BatchActivations& xa = xa_buf;  // the caller's copy, read by every thread
+  const size_t cols = static_cast<size_t>(Ws[0].cols);
+  // Per matrix: rows per block (a multiple of 4), inputs per panel (of 4).
+  std::vector<int64_t> rows_per(static_cast<size_t>(count)), first(static_cast<size_t>(count) + 1, 0);
+  int64_t panel = M;
+  size_t bytes = 0;
+  for (int i = 0; i < count; ++i) {
+    const size_t rb = dtype_row_bytes(Ws[i].type, cols);
+    // At most a sixteenth of the rows, so that small matrices still give
+    // the threads enough items to balance (batched decode of a 143M model:
+    // 768 rows).
+    const int64_t by_bytes = static_cast<int64_t>(kMinChunkBytes / std::max<size_t>(1, rb));
+    rows_per[i] = std::max<int64_t>(4, std::min(by_bytes, (Ws[i].rows + 15) / 16) / 4 * 4);
+    const size_t ab = xa.bytes[static_cast<int>(act_type(Ws[i].type))];
+    panel = std::min<int64_t>(panel, std::max<int64_t>(4, static_cast<int64_t>(kPanelBytes / std::max<size_t>(1, ab)) / 4 * 4));
+    bytes += rb * static_cast<size_t>(Ws[i].rows);
+  }
+  const int64_t panels = (M + panel - 1) / panel;
+  for (int i = 0; i < count; ++i) first[i + 1] = first[i] + (Ws[i].rows + rows_per[i] - 1) / rows_per[i] * panels;
+  const int64_t items = first[count];
+  if (items == 0) return;
+  share_blocks(items, 1, bytes * static_cast<size_t>(M) >= kMinParallelBytes, [&](BlockQueue& queue) {
+    int64_t b0, b1;
+    while (queue.take(&b0, &b1)) {
+      for (int64_t it = b0; it < b1; ++it) {
+        int i = 0;
+        while (first[i + 1] <= it) ++i;
+        const Matrix& W = Ws[i];
+        const int64_t local = it - first[i], rblock = local / panels, p = local % panels;
+        const int64_t r0 = rblock * rows_per[i], r1 = std::min(W.rows, r0 + rows_per[i]);
+        const int64_t m0 = p * panel, m1 = std::min(M, m0 + panel);
+        const int a = static_cast<int>(act_type(W.type));
+        const size_t rb = dtype_row_bytes(W.type, cols);
+        quant_gemm(W.type, static_cast<const uint8_t*>(W.data) + r0 * rb, cols,
+                   xa.buf[a].data() + static_cast<size_t>(m0) * xa.bytes[a], static_cast<size_t>(m1 - m0),
+                   Ys[i] + m0 * W.rows + r0, static_cast<size_t>(W.rows), static_cast<size_t>(r1 - r0));
+      }
+    }
+  });
+}
+
+}  // namespace detail
+}  // namespace qkv
