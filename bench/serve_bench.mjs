@@ -116,7 +116,7 @@ try {
     }
     bench = qkvBench(model);
     server = await startServer(qkv, ["-m", model, "--slots", slots, "-c", String(64 + 2 * tokens), "-t", threads,
-      "--max-queue", "256", ...extra]);
+      "--max-queue", "256", ...extra], { passive: false });
     port = server.port;
   }
   await request(port, "POST", "/v1/completions", { prompt: "warm up", max_tokens: 8 }, { timeoutMs: 120000 });

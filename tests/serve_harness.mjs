@@ -8,11 +8,12 @@ const servers = new Set();
 process.on("exit", () => { for (const s of servers) s.kill("SIGKILL"); });
 for (const sig of ["SIGINT", "SIGTERM"]) process.on(sig, () => process.exit(1));
 
-// The servers' OpenMP threads sleep when idle (OMP_WAIT_POLICY=passive): CTest
-// runs suites side by side, and spinning threads on oversubscribed cores
-// slowed a request past a minute (docs/benchmarks.md, Serving).
-export async function startServer(qkv, args) {
-  const env = { OMP_WAIT_POLICY: "passive", ...process.env };
+// The test servers' OpenMP threads sleep when idle (OMP_WAIT_POLICY=passive):
+// CTest runs suites side by side, and spinning threads on oversubscribed cores
+// slowed a request past a minute (docs/benchmarks.md, Serving). Benchmarks
+// pass { passive: false } to run the server as a user does (OpenMP's default).
+export async function startServer(qkv, args, { passive = true } = {}) {
+  const env = passive ? { OMP_WAIT_POLICY: "passive", ...process.env } : { ...process.env };
   const proc = spawn(qkv, ["serve", "--host", "127.0.0.1", "--port", "0", ...args], { stdio: ["ignore", "ignore", "pipe"], env });
   servers.add(proc);
   let err = "";
