@@ -5,7 +5,8 @@
 # whether RSS after the warm-up (the first sample) stays within TOLERANCE_PCT of
 # the first post-warm-up sample. Exit 0 flat, 1 grown, 2 the server died.
 #   scripts/soak_serve.sh [MINUTES] [MODEL]   (30, ../shared/models/stories260K.gguf)
-#   env: QKV (build/tools/qkv), SLOTS (4), WIDTH clients (8), SAMPLE_S (60), TOLERANCE_PCT (5)
+#   env: QKV (build/tools/qkv), SLOTS (4), WIDTH clients (8), SAMPLE_S (60), TOLERANCE_PCT (5),
+#        SERVE_ARGS (more qkv serve flags, e.g. "--prefill-chunk 16")
 set -euo pipefail
 cd "$(dirname "$0")/.."
 minutes=${1:-30}
@@ -27,7 +28,7 @@ cleanup() {
 trap cleanup EXIT
 
 OMP_WAIT_POLICY=passive "$qkv" serve -m "$model" --host 127.0.0.1 --port 0 --slots "${SLOTS:-4}" \
-  --max-queue 64 -c 512 -t 2 --max-body 65536 2>"$tmp/server.log" &
+  --max-queue 64 -c 512 -t 2 --max-body 65536 ${SERVE_ARGS:-} 2>"$tmp/server.log" &
 server_pid=$!
 port=""
 for _ in $(seq 200); do
