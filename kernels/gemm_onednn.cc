@@ -170,30 +170,50 @@ void matmul_onednn(const Matrix& W, const float* X, int64_t M, float* Y, GemmPre
   const int64_t K = W.cols, N = W.rows;
   if (W.type == DType::F32 || !bf16_gemm_available()) p = GemmPrecision::kF32;
   const memory::data_type dt = p == GemmPrecision::kF32 ? memory::data_type::f32 : memory::data_type::bf16;
+  // Batches run as a multiple of kRowQuantum rows (zero rows appended to X,
+  // their outputs dropped): a server meets every prompt length from 17 rows up
+  // to its prefill chunk, and with a primitive per length (about 47 KB each
+  // plus its JIT code) its RSS rose for as long as new lengths came; rounded,
+  // a weight shape needs at most chunk / kRowQuantum of them.
+  constexpr int64_t kRowQuantum = 16;
+  const int64_t Mp = (M + kRowQuantum - 1) / kRowQuantum * kRowQuantum;
   try {
     const void* a = X;
     static thread_local std::vector<uint16_t> x_bf16;
+    static thread_local std::vector<float> x_f32;
     if (p == GemmPrecision::kBF16) {
-      uint16_t* xb = scratch(x_bf16, static_cast<size_t>(M * K));
+      uint16_t* xb = scratch(x_bf16, static_cast<size_t>(Mp * K));
       round_to_bf16(X, static_cast<size_t>(M * K), xb);
+      std::memset(xb + M * K, 0, static_cast<size_t>((Mp - M) * K) * sizeof(uint16_t));
       a = xb;
+    } else if (Mp != M) {
+      float* xf = scratch(x_f32, static_cast<size_t>(Mp * K));
+      std::memcpy(xf, X, static_cast<size_t>(M * K) * sizeof(float));
+      std::memset(xf + M * K, 0, static_cast<size_t>((Mp - M) * K) * sizeof(float));
+      a = xf;
     }
+    static thread_local std::vector<float> out_buf;
     const bool in_place = W.type == DType::F32 || (W.type == DType::BF16 && p == GemmPrecision::kBF16);
-    if (in_place) return run_gemm(a, W.data, Y, M, K, N, N, dt);
+    if (in_place) {
+      if (Mp == M) return run_gemm(a, W.data, Y, M, K, N, N, dt);
+      float* yp = scratch(out_buf, static_cast<size_t>(Mp * N));
+      run_gemm(a, W.data, yp, Mp, K, N, N, dt);
+      std::memcpy(Y, yp, static_cast<size_t>(M * N) * sizeof(float));
+      return;
+    }
     // Tiles of about 2 MB of decoded weights, a multiple of 64 rows.
     const size_t elem = p == GemmPrecision::kF32 ? 4 : 2;
     const int64_t tile = std::max<int64_t>(64, int64_t(2 << 20) / (K * int64_t(elem)) / 64 * 64);
-    // Each tile's product goes to a dense [M][n] buffer and is then copied into
+    // Each tile's product goes to a dense [Mp][n] buffer and is then copied into
     // its columns of Y: oneDNN 2.6 uses its fast brgemm kernels only for a dense
     // destination (a strided one falls back to the slower gemm:jit).
     static thread_local std::vector<uint8_t> tile_buf;
-    static thread_local std::vector<float> out_buf;
     void* wt = scratch(tile_buf, static_cast<size_t>(std::min(tile, N) * K) * elem);
-    float* yt = scratch(out_buf, static_cast<size_t>(std::min(tile, N) * M));
+    float* yt = scratch(out_buf, static_cast<size_t>(std::min(tile, N) * Mp));
     for (int64_t r0 = 0; r0 < N; r0 += tile) {
       const int64_t n = std::min(tile, N - r0);
       decode_tile(W, r0, n, p, wt);
-      run_gemm(a, wt, yt, M, K, n, n, dt);
+      run_gemm(a, wt, yt, Mp, K, n, n, dt);
 #pragma omp parallel for schedule(static) if (omp_get_max_threads() > 1 && M * n >= 65536)
       for (int64_t m = 0; m < M; ++m) std::memcpy(Y + m * N + r0, yt + m * n, static_cast<size_t>(n) * sizeof(float));
     }
