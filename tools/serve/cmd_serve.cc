@@ -2,6 +2,7 @@
 // batching over --slots sequences of one context. SIGTERM/SIGINT: stop
 // accepting, let running requests finish within --grace seconds (then cancel
 // them), exit 0.
+#include <malloc.h>
 #include <signal.h>
 #include <sys/socket.h>
 
@@ -183,7 +184,20 @@ int cmd_serve(int argc, char** argv) {
   sigaction(SIGINT, &sa, nullptr);
   std::atomic<bool> done{false};
   std::thread watcher([&] {
-    while (!done && g_signal == 0) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    auto trim_at = std::chrono::steady_clock::now();
+    while (!done && g_signal == 0) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+#ifdef __GLIBC__
+      // glibc keeps what the handler threads free in up to 8 arenas per core,
+      // and under a mixed load that free space fragments: a 30-minute soak
+      // (scripts/soak_serve.sh) grew by 0.3 MB per 2.5 minutes while the
+      // bytes in use stayed within 0.1 MB. Every 30 s the free pages go back.
+      if (std::chrono::steady_clock::now() >= trim_at) {
+        malloc_trim(0);
+        trim_at = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+      }
+#endif
+    }
     if (done) return;
     std::fprintf(stderr, "qkv serve: signal %d: finishing running requests (up to %.0f s)\n", g_signal.load(),
                  o.grace_s);
