@@ -188,10 +188,10 @@ int cmd_serve(int argc, char** argv) {
     while (!done && g_signal == 0) {
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
 #ifdef __GLIBC__
-      // glibc keeps what the handler threads free in up to 8 arenas per core,
-      // and under a mixed load that free space fragments: a 30-minute soak
-      // (scripts/soak_serve.sh) grew by 0.3 MB per 2.5 minutes while the
-      // bytes in use stayed within 0.1 MB. Every 30 s the free pages go back.
+      // glibc keeps what the handler threads free in up to 8 arenas per core
+      // (a soak's server, scripts/soak_serve.sh, held 8.3 MB in them with 5.8
+      // MB in use, the gap growing by ~0.25 MB per 2.5 minutes): every 30 s
+      // the free pages go back to the system.
       if (std::chrono::steady_clock::now() >= trim_at) {
         malloc_trim(0);
         trim_at = std::chrono::steady_clock::now() + std::chrono::seconds(30);
