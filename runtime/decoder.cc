@@ -92,7 +92,7 @@ Decoder::ResidentBytes Decoder::resident_bytes(const Model& model, const Decoder
 std::string Decoder::over_memory_limit(const Model& model, const DecoderOptions& o, uint64_t limit) {
   const ResidentBytes r = resident_bytes(model, o);
   if (limit == 0 || r.total() <= limit) return "";
-  const int64_t capacity = o.context > 0 ? o.context : model.config.context_length;
+  const int64_t capacity = cache_config(model, o).capacity;
   return "needs " + std::to_string(r.total()) + " bytes: weights " + std::to_string(r.weights) + ", KV cache " +
          std::to_string(r.kv_cache) + " (" + std::to_string(o.n_seqs) + " sequences x " + std::to_string(capacity) +
          " positions, " + dtype_name(o.kv_type) + "), activations " + std::to_string(r.activations) +

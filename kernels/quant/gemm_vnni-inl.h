@@ -22,14 +22,7 @@ QKV_VNNI_TARGET void KTileVnni(const uint8_t* HWY_RESTRICT w, size_t stride, siz
                                const BlockQ8_K* HWY_RESTRICT a, float* HWY_RESTRICT y, size_t ldy, bool prefetch) {
   using B = typename Dec::Block;
   __m512i idx[4];
-  for (int c = 0; c < 4; ++c) {
-    idx[c] = Dec::kSub == 32 ? _mm512_set_epi32(2 * c + 1, 2 * c + 1, 2 * c + 1, 2 * c + 1, 2 * c + 1, 2 * c + 1,
-                                                 2 * c + 1, 2 * c + 1, 2 * c, 2 * c, 2 * c, 2 * c, 2 * c, 2 * c,
-                                                 2 * c, 2 * c)
-                             : _mm512_set_epi32(4 * c + 3, 4 * c + 3, 4 * c + 3, 4 * c + 3, 4 * c + 2, 4 * c + 2,
-                                                 4 * c + 2, 4 * c + 2, 4 * c + 1, 4 * c + 1, 4 * c + 1, 4 * c + 1,
-                                                 4 * c, 4 * c, 4 * c, 4 * c);
-  }
+  SubBlockLanes<Dec::kSub>(idx);
   VnniRow row[R][C];
   for (size_t r = 0; r < R; ++r) {
     for (size_t c = 0; c < C; ++c) row[r][c] = VnniRow{_mm256_setzero_ps(), _mm_setzero_ps(), 0.0f};
@@ -206,10 +199,7 @@ QKV_VNNI_TARGET void Gemm32(const uint8_t* base, size_t cols, const void* xa, si
     const A* blocks = static_cast<const A*>(xa) + m * nb;
     float* d = scales.data() + 2 * per * m;
     float* s = d + per;
-    for (size_t i = 0; i < nb; ++i) d[i] = _cvtsh_ss(blocks[i].d);
-    if constexpr (Dec::kMin) {
-      for (size_t i = 0; i < nb; ++i) s[i] = _cvtsh_ss(blocks[i].s);
-    }
+    ActScalesF32<Dec::kMin>(blocks, nb, d, s);
     acts[m] = Act32<A>{blocks, d, s};
   }
   const Gemm32Tile<Dec> tile{base, nb * sizeof(typename Dec::Block), nb, acts.data(), y, ldy};

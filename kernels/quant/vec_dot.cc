@@ -53,6 +53,17 @@ HWY_INLINE void Lanes(const int8_t* HWY_RESTRICT w, const int8_t* HWY_RESTRICT a
 HWY_INLINE int Nibble(const uint8_t* qs, size_t k) { return k < 16 ? qs[k] & 15 : qs[k - 16] >> 4; }
 HWY_INLINE float H(uint16_t h) { return f16_to_f32(h); }
 
+// The f32 scales d (and, with kMin, Q8_1's sums s) of nb activation blocks, as
+// the SIMD matvec and GEMM kernels read them (their buffers zero-padded past nb
+// by the caller, for whole-vector loads).
+template <bool kMin, class A>
+HWY_INLINE void ActScalesF32(const A* blocks, size_t nb, float* d, float* s) {
+  for (size_t i = 0; i < nb; ++i) d[i] = H(blocks[i].d);
+  if constexpr (kMin) {
+    for (size_t i = 0; i < nb; ++i) s[i] = H(blocks[i].s);
+  }
+}
+
 template <class B>
 HWY_INLINE B LoadBlock(const uint8_t* p) {
   B b;

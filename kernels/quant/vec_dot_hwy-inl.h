@@ -291,12 +291,9 @@ HWY_INLINE void Hwy32(const uint8_t* base, size_t cols, const void* xa, float* y
   HwyAct32<A> act{static_cast<const A*>(xa), nullptr, nullptr};
   static thread_local std::vector<float> scales;
   scales.assign(2 * (nb + 8), 0.0f);
-  for (size_t i = 0; i < nb; ++i) scales[i] = _cvtsh_ss(act.blocks[i].d);
-  if constexpr (Dec::kMin) {
-    for (size_t i = 0; i < nb; ++i) scales[nb + 8 + i] = _cvtsh_ss(act.blocks[i].s);
-  }
   act.d = scales.data();
   act.s = scales.data() + nb + 8;
+  ActScalesF32<Dec::kMin>(act.blocks, nb, scales.data(), scales.data() + nb + 8);
   const size_t rb = nb * sizeof(typename Dec::Block);
   const size_t L = n_rows / 4;
   for (size_t k = 0; k < L; ++k) Rows32Hwy<Dec, 4>(base + k * rb, L * rb, nb, act, y + k, L);

@@ -106,6 +106,19 @@ QKV_VNNI_INLINE void LoadActK(const BlockQ8_K& a, VnniActK* out) {
   out->d = a.d;
 }
 
+// Chunk c's lanes hold values 64c + 4l ..: lane l belongs to sub-block
+// (64c + 4l) / kSub; idx[c] holds those sub-block numbers, per lane.
+template <size_t kSub>
+QKV_VNNI_INLINE void SubBlockLanes(__m512i idx[4]) {
+  for (int c = 0; c < 4; ++c) {
+    idx[c] = kSub == 32 ? _mm512_set_epi32(2 * c + 1, 2 * c + 1, 2 * c + 1, 2 * c + 1, 2 * c + 1, 2 * c + 1, 2 * c + 1,
+                                           2 * c + 1, 2 * c, 2 * c, 2 * c, 2 * c, 2 * c, 2 * c, 2 * c, 2 * c)
+                        : _mm512_set_epi32(4 * c + 3, 4 * c + 3, 4 * c + 3, 4 * c + 3, 4 * c + 2, 4 * c + 2, 4 * c + 2,
+                                           4 * c + 2, 4 * c + 1, 4 * c + 1, 4 * c + 1, 4 * c + 1, 4 * c, 4 * c, 4 * c,
+                                           4 * c);
+  }
+}
+
 // Rows of 256-value super-blocks. Dec::Mins(block, act, row) adds the block's
 // min term to row; Dec::Unpack(block, u) writes the 256 unsigned values into
 // u[0..3] and returns the sub-block scales as int32 lanes (lane j = sub-block
@@ -119,17 +132,8 @@ QKV_VNNI_TARGET void KRowsVnni(const uint8_t* HWY_RESTRICT w, size_t stride, siz
                                const BlockQ8_K* HWY_RESTRICT a, float* HWY_RESTRICT y, size_t ys) {
   using B = typename Dec::Block;
   static_assert(Dec::kSub == 16 || Dec::kSub == 32, "sub-blocks of 16 or 32 values");
-  // Chunk c's lanes hold values 64c + 4l ..: lane l belongs to sub-block
-  // (64c + 4l) / kSub.
   __m512i idx[4];
-  for (int c = 0; c < 4; ++c) {
-    idx[c] = Dec::kSub == 32 ? _mm512_set_epi32(2 * c + 1, 2 * c + 1, 2 * c + 1, 2 * c + 1, 2 * c + 1, 2 * c + 1,
-                                                 2 * c + 1, 2 * c + 1, 2 * c, 2 * c, 2 * c, 2 * c, 2 * c, 2 * c,
-                                                 2 * c, 2 * c)
-                             : _mm512_set_epi32(4 * c + 3, 4 * c + 3, 4 * c + 3, 4 * c + 3, 4 * c + 2, 4 * c + 2,
-                                                 4 * c + 2, 4 * c + 2, 4 * c + 1, 4 * c + 1, 4 * c + 1, 4 * c + 1,
-                                                 4 * c, 4 * c, 4 * c, 4 * c);
-  }
+  SubBlockLanes<Dec::kSub>(idx);
   VnniRow row[R];
   for (size_t r = 0; r < R; ++r) row[r] = VnniRow{_mm256_setzero_ps(), _mm_setzero_ps(), 0.0f};
   for (size_t i = 0; i < nb; ++i) {
@@ -281,12 +285,9 @@ QKV_VNNI_TARGET void Vnni32(const uint8_t* base, size_t cols, const void* xa, fl
   Act32<A> act{static_cast<const A*>(xa), nullptr, nullptr};
   static thread_local std::vector<float> scales;
   scales.assign(2 * (nb + 16), 0.0f);
-  for (size_t i = 0; i < nb; ++i) scales[i] = _cvtsh_ss(act.blocks[i].d);
-  if constexpr (Dec::kMin) {
-    for (size_t i = 0; i < nb; ++i) scales[nb + 16 + i] = _cvtsh_ss(act.blocks[i].s);
-  }
   act.d = scales.data();
   act.s = scales.data() + nb + 16;
+  ActScalesF32<Dec::kMin>(act.blocks, nb, scales.data(), scales.data() + nb + 16);
   const size_t rb = nb * sizeof(typename Dec::Block);
   const size_t L = n_rows / 4;
   for (size_t k = 0; k < L; ++k) Rows32Vnni<Dec, 4>(base + k * rb, L * rb, nb, act, y + k, L);
