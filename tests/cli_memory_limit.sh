@@ -41,6 +41,9 @@ bench() { "$QKV" bench -m "$model" -t 1 --no-probe --reps 1 --warmup 0 --steps 2
 err=$(bench --batches none --memory-limit 1K 2>&1 >/dev/null); rc=$?
 [ $rc -ne 0 ] || { echo "FAIL: bench --memory-limit 1K exits 0"; fail=1; }
 parts bench "$err"
+err=$(bench --memory-limit 12X 2>&1 >/dev/null); rc=$?
+[ $rc -ne 0 ] && printf '%s' "$err" | grep -q -- "--memory-limit wants a byte count" ||
+  { echo "FAIL: bench --memory-limit 12X: rc $rc '$err'"; fail=1; }
 bench --batches 16 --memory-limit 1G >/dev/null 2>&1 || { echo "FAIL: bench --memory-limit 1G exits non-zero"; fail=1; }
 # The batched rows' decoder (16 sequences) is larger than the prefill one's:
 # a limit between the two fails at the batched rows, naming them.

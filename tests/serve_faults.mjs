@@ -4,6 +4,7 @@
 // stops reading for a while; the server keeps serving and frees every slot.
 import assert from "node:assert/strict";
 import net from "node:net";
+import { spawnSync } from "node:child_process";
 import { startServer, request, sseChunks, metric, sleep } from "./serve_harness.mjs";
 
 const [qkv, model] = process.argv.slice(2);
@@ -121,6 +122,10 @@ try {
 // --io-timeout: a connection that stops halfway through its request gets its
 // 400 (or is closed) once it has stalled that long (the default 30 s would
 // outlast the test).
+for (const v of ["0", "-1", "abc", ""]) {
+  const r = spawnSync(qkv, ["serve", "-m", model, "--port", "0", "--io-timeout", v], { encoding: "utf8", timeout: 20000 });
+  if (r.status === 0 || !/--io-timeout wants a number/.test(r.stderr)) fail(`--io-timeout '${v}': status ${r.status}, ${r.stderr}`);
+}
 const t = await startServer(qkv, ["-m", model, "--slots", "1", "-c", "64", "-t", "1", "--io-timeout", "0.5"]);
 try {
   const started = Date.now();
