@@ -17,13 +17,13 @@ import http from "node:http";
 
 const argv = process.argv.slice(2);
 const opt = (name, def) => { const i = argv.indexOf(name); return i >= 0 ? argv[i + 1] : def; };
-const valued = new Set(["--clients", "--tokens", "--slots", "-t", "--prefill-chunk", "--url"]);
+const valued = new Set(["--clients", "--tokens", "--slots", "-t", "--prefill-chunk", "--prefill-batch", "--url"]);
 const positional = argv.filter((a, i) => !a.startsWith("-") && !valued.has(argv[i - 1]));
 const [qkv, modelArg] = positional;
 const url = opt("--url", "");
 if (!qkv && !url) {
   console.error("usage: node bench/serve_bench.mjs QKV [MODEL] [--clients 1,4,16] [--tokens 64] [--slots N] [-t 2] " +
-    "[--prefill-chunk N] [--url http://HOST:PORT] [--json]");
+    "[--prefill-chunk N] [--prefill-batch N] [--url http://HOST:PORT] [--json]");
   process.exit(2);
 }
 const clients = opt("--clients", "1,4,16").split(",").map(Number);
@@ -31,7 +31,7 @@ const tokens = Number(opt("--tokens", "64"));
 const slots = opt("--slots", String(Math.max(...clients)));
 const threads = opt("-t", "2");
 const asJson = argv.includes("--json");
-const extra = argv.includes("--prefill-chunk") ? ["--prefill-chunk", opt("--prefill-chunk", "256")] : [];
+const extra = ["--prefill-chunk", "--prefill-batch"].flatMap(f => argv.includes(f) ? [f, opt(f, "")] : []);
 // llama-server (llama.cpp b4748, -np 16 -t 2) on the 143M F16 file on the 2-core Xeon, from issue 24.
 const llamaServer = { 1: [40, 51], 4: [124, 124], 16: [134, 148] };
 
@@ -84,8 +84,12 @@ async function round(host, port, c) {
   const ttft = rs.map(r => (r.times[0] - r.t0) / 1000);
   const itl = rs.flatMap(r => r.times.slice(1).map((t, k) => (t - r.times[k]) / 1000));
   const n = rs.reduce((a, r) => a + r.completion, 0);
+  // A client's tokens after its first over the time they took: the decode rate
+  // it sees, without the prompt's prefill (what qkv bench's decode rows time).
+  const streamRates = rs.map(r => (r.times.length - 1) / ((r.times[r.times.length - 1] - r.times[0]) / 1000));
   return { clients: c, tokens: n, prompt_tokens: pct(rs.map(r => r.prompt), 0.5),
-    cached_tokens: rs.reduce((a, r) => a + r.cached, 0), wall_s: wall, tokens_per_s: n / wall, ttft_p50_s: pct(ttft, 0.5),
+    cached_tokens: rs.reduce((a, r) => a + r.cached, 0), wall_s: wall, tokens_per_s: n / wall,
+    stream_tokens_per_s_p50: pct(streamRates, 0.5), ttft_p50_s: pct(ttft, 0.5),
     ttft_p99_s: pct(ttft, 0.99), itl_p50_s: pct(itl, 0.5), itl_p99_s: pct(itl, 0.99) };
 }
 
@@ -134,8 +138,15 @@ if (by(16)) {
   checks.push([`16 clients >= 4x llama-server (${llamaServer[16][1]} tok/s)`, by(16).tokens_per_s / llamaServer[16][1], 4]);
   checks.push([`TTFT median at 16 clients <= 0.5 s`, by(16).ttft_p50_s, 0.5, "max"]);
 }
-if (by(1) && bench) checks.push([`one client within 10% of qkv bench decode`, by(1).tokens_per_s / bench.decode_tokens_per_s, 0.9]);
-const verdicts = checks.map(([name, value, bound, kind]) => ({ name, value, bound, pass: kind === "max" ? value <= bound : value >= bound }));
+// qkv bench's decode rows time the steps after a prompt, so the client's
+// comparable figure is its stream after the first token; the wall figure
+// (with the request and the prefill) is reported beside it.
+if (by(1) && bench) {
+  checks.push([`one client's stream within 10% of qkv bench decode`, by(1).stream_tokens_per_s_p50 / bench.decode_tokens_per_s, 0.9]);
+  checks.push([`(one client's wall tokens/s, prompt included, against qkv bench decode)`, by(1).tokens_per_s / bench.decode_tokens_per_s, 0, "info"]);
+}
+const verdicts = checks.map(([name, value, bound, kind]) => ({ name, value, bound, kind,
+  pass: kind === "max" ? value <= bound : value >= bound }));
 
 if (asJson) {
   console.log(JSON.stringify({ model: url || model, tokens, threads: Number(threads), load_average: load, qkv_bench: bench,
@@ -148,15 +159,17 @@ if (asJson) {
       `batch 16 ${bench.batch16_tokens_per_s.toFixed(1)} tok/s`);
   }
   if (rows.length) console.log(`prompts: ${rows[0].prompt_tokens} tokens (median), cached tokens per round: ${rows.map(r => r.cached_tokens).join(", ")}`);
-  console.log("clients  tokens  tokens/s  TTFT p50  TTFT p99  ITL p50  ITL p99  llama-server");
+  console.log("clients  tokens  tokens/s  stream/client  TTFT p50  TTFT p99  ITL p50  ITL p99  llama-server");
   for (const r of rows) {
     const ls = llamaServer[r.clients];
     console.log(`${String(r.clients).padStart(7)} ${String(r.tokens).padStart(7)} ${r.tokens_per_s.toFixed(1).padStart(9)}` +
+      ` ${r.stream_tokens_per_s_p50.toFixed(1).padStart(14)}` +
       ` ${(r.ttft_p50_s * 1000).toFixed(0).padStart(7)}ms ${(r.ttft_p99_s * 1000).toFixed(0).padStart(7)}ms` +
       ` ${(r.itl_p50_s * 1000).toFixed(1).padStart(6)}ms ${(r.itl_p99_s * 1000).toFixed(1).padStart(6)}ms` +
       `  ${ls ? (ls[0] === ls[1] ? `${ls[0]}` : `${ls[0]}-${ls[1]}`) : "-"}`);
   }
   for (const v of verdicts) {
-    console.log(`${v.pass ? "meets" : "MISSES"}: ${v.name}: ${v.value.toFixed(2)}${v.name.startsWith("TTFT") ? " s" : "x"}`);
+    const verdict = v.kind === "info" ? "info" : v.pass ? "meets" : "MISSES";
+    console.log(`${verdict}: ${v.name}: ${v.value.toFixed(2)}${v.name.startsWith("TTFT") ? " s" : "x"}`);
   }
 }

@@ -14,7 +14,7 @@ let s = "";
 process.stdin.on("data", d => { s += d; }).on("end", () => {
   const r = JSON.parse(s);
   const ok = r.rounds.length === 2 && r.rounds[0].tokens === 8 && r.rounds[1].tokens === 24 &&
-    r.rounds.every(x => x.tokens_per_s > 0 && x.ttft_p50_s > 0 && x.itl_p99_s > 0) && r.qkv_bench.decode_tokens_per_s > 0;
+    r.rounds.every(x => x.tokens_per_s > 0 && x.stream_tokens_per_s_p50 > 0 && x.ttft_p50_s > 0 && x.itl_p99_s > 0) && r.qkv_bench.decode_tokens_per_s > 0;
   console.log(ok ? "ok: both rounds and the qkv bench row" : "FAIL: the report is incomplete");
   process.exit(ok ? 0 : 1);
 });'

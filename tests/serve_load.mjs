@@ -81,5 +81,42 @@ let failed = 0;
     if (r.code !== 0) { failed++; console.log("FAIL: exit", r); }
   }
 }
+// Prompt passes of both sizes: a burst of 6 prompts (more waiting than
+// generating: passes of up to --prefill-batch tokens), then 2 arriving while
+// 4 stream (passes of --prefill-chunk tokens between decode steps). Every
+// greedy text equals the same request's text alone.
+{
+  const s = await startServer(qkv, ["-m", model, "--slots", "6", "-c", "256", "-t", "2",
+    "--prefill-chunk", "8", "--prefill-batch", "48"]);
+  const greedy = (i, stream) => ({ prompt: `Once upon a time ${"there was a little dog. ".repeat(1 + i % 3)}${i}`,
+    max_tokens: 16, temperature: 0, stream, logit_bias: { "1": -100, "2": -100 } });
+  const text = r => {
+    assert.equal(r.status, 200, r.body);
+    return r.body.startsWith("data: ") ? sseChunks(r.body).map(c => c.choices[0].text).join("")
+      : JSON.parse(r.body).choices[0].text;
+  };
+  try {
+    const alone = [];
+    for (let i = 0; i < 6; i++) alone.push(text(await request(s.port, "POST", "/v1/completions", greedy(i, false))));
+    const burst = await Promise.all(alone.map((_, i) => request(s.port, "POST", "/v1/completions", greedy(i, true),
+      { timeoutMs: 120000 })));
+    burst.forEach((r, i) => assert.equal(text(r), alone[i], `burst request ${i}`));
+    const before = await metric(s.port, "qkv_generated_tokens_total");
+    const first = [0, 1, 2, 3].map(i => request(s.port, "POST", "/v1/completions", { ...greedy(i, true), max_tokens: 200 },
+      { timeoutMs: 120000 }));
+    while (await metric(s.port, "qkv_generated_tokens_total") === before) await sleep(1);
+    const later = await Promise.all([4, 5].map(i => request(s.port, "POST", "/v1/completions", greedy(i, true),
+      { timeoutMs: 120000 })));
+    later.forEach((r, k) => assert.equal(text(r), alone[k + 4], `request ${k + 4} arriving while others stream`));
+    for (const r of await Promise.all(first)) assert.equal(sseChunks(r.body).pop().choices[0].finish_reason, "length");
+    console.log("prompt passes of --prefill-batch and --prefill-chunk tokens: 8 greedy texts equal to each alone");
+  } catch (e) {
+    failed++;
+    console.log("FAIL:", e.message);
+  } finally {
+    const r = await s.stop();
+    if (r.code !== 0) { failed++; console.log("FAIL: exit", r); }
+  }
+}
 console.log(failed ? `serve load: ${failed} failed` : "serve load: ok");
 process.exit(failed ? 1 : 0);

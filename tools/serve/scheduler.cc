@@ -300,17 +300,22 @@ void Scheduler::step_generating() {
   if (generating > 0) metrics_.step_tokens(generating);
 }
 
-// The waiting prompts' next chunks, at most prefill_chunk tokens in all per
-// step, in one qkv_prefill_batch (each weight read once for all of them); a
-// prompt that ends samples its first token at once. Longer waits are split
-// into steps, with a decode step between, so the prompts done first start
-// streaming while the rest prefill.
+// The waiting prompts' next chunks in one qkv_prefill_batch (each weight read
+// once for all of them); a prompt that ends samples its first token at once.
+// A pass stalls the generating streams for its length. While they outnumber
+// the waiting prompts, a step prefills at most prefill_chunk tokens, with a
+// decode step between, so they keep flowing; otherwise (a burst of arrivals)
+// a pass takes up to prefill_batch tokens: the burst costs one pass instead of
+// several, each followed by a decode step of the few slots done.
 void Scheduler::prefill_some() {
   std::vector<Slot*> batch;
   std::vector<qkv_session*> sessions;
   std::vector<const int32_t*> tokens;
   std::vector<int64_t> counts;
-  int64_t budget = options_.prefill_chunk;
+  const auto count = [&](auto pred) { return std::count_if(slots_.begin(), slots_.end(), pred); };
+  const auto generating = count([](const Slot& s) { return s.phase == Phase::kGenerate; });
+  const auto waiting = count([&](const Slot& s) { return s.phase == Phase::kPrefill && !joins_batch(s); });
+  int64_t budget = generating >= waiting ? options_.prefill_chunk : std::max(options_.prefill_chunk, options_.prefill_batch);
   for (Slot& s : slots_) {
     if (budget <= 0) break;
     if (s.phase != Phase::kPrefill || joins_batch(s)) continue;

@@ -85,7 +85,8 @@ struct Job {
 class Scheduler {
  public:
   struct Options {
-    int64_t prefill_chunk = 256;  // prompt tokens per step, all waiting prompts together
+    int64_t prefill_chunk = 256;  // prompt tokens per step while other slots generate
+    int64_t prefill_batch = 512;  // prompt tokens per pass while no slot generates (>= prefill_chunk)
     size_t max_queue = 64;
   };
   Scheduler(qkv_model* model, qkv_context* context, int n_slots, int64_t slot_context, Options options,

@@ -30,6 +30,7 @@ struct ServeOptions {
   double grace_s = 10;
   double io_timeout_s = 30;  // socket read/write stall limit
   int64_t prefill_chunk = 256;
+  int64_t prefill_batch = 512;
   size_t max_body = 1 << 20;
   int max_json_depth = 32;
 };
