@@ -83,15 +83,17 @@ using HalfGather = std::conditional_t<16 * S <= 384, FieldGather<S>, CopyGather<
 // Tile of 32-value blocks (the Rows32Vnni arithmetic): act[c] is input c.
 template <class Dec, size_t R, size_t C>
 QKV_VNNI_TARGET void Tile32Vnni(const uint8_t* HWY_RESTRICT w, size_t stride, size_t nb,
-                                const Act32<typename Dec::Act>* HWY_RESTRICT act, float* HWY_RESTRICT y,
-                                size_t ldy, bool prefetch) {
+                                const Act32<typename Dec::Act>* HWY_RESTRICT act,
+                                const HalfFields<Dec, HalfGather>& fields, float* HWY_RESTRICT y, size_t ldy,
+                                bool prefetch) {
   using B = typename Dec::Block;
   VnniRow row[R][C];
   for (size_t r = 0; r < R; ++r) {
     for (size_t c = 0; c < C; ++c) row[r][c] = VnniRow{_mm256_setzero_ps(), _mm_setzero_ps(), 0.0f};
   }
   HWY_ALIGN float dsc[R][C][16], msc[R][16];
-  const HalfGather<sizeof(B)> d_of(0), m_of(Dec::kMin ? 2 : 0);
+  const auto& d_of = fields.d;
+  const auto& m_of = fields.m;
   for (size_t g = 0; g < nb; g += 16) {
     const size_t n = std::min<size_t>(16, nb - g);
     QKV_UNROLL for (size_t r = 0; r < R; ++r) {
@@ -168,11 +170,12 @@ struct Gemm32Tile {
   const uint8_t* base;
   size_t rb, nb;
   const Act32<typename Dec::Act>* act;
+  HalfFields<Dec, HalfGather> fields;
   float* y;
   size_t ldy;
   template <size_t R, size_t C>
   QKV_VNNI_INLINE void run(size_t r, size_t m) const {
-    Tile32Vnni<Dec, R, C>(base + r * rb, rb, nb, act + m, y + m * ldy + r, ldy, m == 0);
+    Tile32Vnni<Dec, R, C>(base + r * rb, rb, nb, act + m, fields, y + m * ldy + r, ldy, m == 0);
   }
 };
 
@@ -202,7 +205,7 @@ QKV_VNNI_TARGET void Gemm32(const uint8_t* base, size_t cols, const void* xa, si
     ActScalesF32<Dec::kMin>(blocks, nb, d, s);
     acts[m] = Act32<A>{blocks, d, s};
   }
-  const Gemm32Tile<Dec> tile{base, nb * sizeof(typename Dec::Block), nb, acts.data(), y, ldy};
+  const Gemm32Tile<Dec> tile{base, nb * sizeof(typename Dec::Block), nb, acts.data(), {}, y, ldy};
   GemmTiles(n_rows, M, tile);
 }
 
