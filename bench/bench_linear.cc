@@ -258,6 +258,13 @@ int register_all() {
                                    s.rows, s.cols, false, detail::q8_matvec_mode())
           ->Args({1, 0})->Args({2, 0})->UseRealTime();
     }
+    // The 143M model's FFN gate/up: 576 columns are no multiple of 256, so its
+    // K-quant presets store these tensors in the 32-value types.
+    if (dtype_info(t).block_values == 32) {
+      benchmark::RegisterBenchmark(("matvec/" + std::string(dtype_name(t)) + "/1536x576").c_str(), BM_matvec, t, 1536,
+                                   576, false, detail::q8_matvec_mode())
+          ->Args({1, 0})->Args({2, 0})->UseRealTime();
+    }
     // Batches: prefill-sized and batched decode (the integer block GEMM where
     // the CPU has AVX-512 VNNI), against the decoded-tile paths (oneDNN f32,
     // the small-batch kernel's bf16) and one matvec per input.

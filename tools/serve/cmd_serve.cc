@@ -19,6 +19,7 @@
 
 #include "tools/args.h"
 #include "tools/commands.h"
+#include "tools/serve/connection_threads.h"
 #include "tools/serve/server.h"
 
 namespace qkv::tools {
@@ -147,9 +148,10 @@ int cmd_serve(int argc, char** argv) {
   st.scheduler = std::make_unique<serve::Scheduler>(st.model, ctx, o.slots, st.slot_context, so, st.metrics);
 
   httplib::Server svr;
-  // Enough handler threads for every slot, the whole queue and a few quick requests besides.
+  // Enough handler threads for every slot, the whole queue and a few quick
+  // requests besides; each lives as long as its connection.
   const size_t threads = std::min<size_t>(static_cast<size_t>(o.slots) + o.max_queue + 16, 1024);
-  svr.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+  svr.new_task_queue = [threads] { return new serve::ConnectionThreads(threads); };
   svr.set_payload_max_length(o.max_body);
   // A stalled client holds a handler thread until this runs out.
   const auto io_sec = static_cast<time_t>(o.io_timeout_s);
@@ -183,14 +185,6 @@ int cmd_serve(int argc, char** argv) {
   }
 
   signal(SIGPIPE, SIG_IGN);
-#ifdef __GLIBC__
-  // Handler threads allocate and free request-sized blocks all the time; with
-  // glibc's default of up to 8 arenas per core, each arena used reaches its
-  // own high-water mark in turn and RSS climbs for many minutes of a steady
-  // load. Two arenas (threads that find both busy wait) keep that bounded.
-  // Set before any thread starts; MALLOC_ARENA_MAX in the environment wins.
-  if (std::getenv("MALLOC_ARENA_MAX") == nullptr) mallopt(M_ARENA_MAX, 2);
-#endif
   struct sigaction sa {};
   sa.sa_handler = on_signal;
   sigemptyset(&sa.sa_mask);
