@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <string>
 #include <vector>
@@ -18,6 +19,7 @@
 #include "kernels/quant/activation.h"
 #include "kernels/quant/vec_dot.h"
 #include "tests/quant_fixture.h"
+#include "tests/simd_targets.h"
 
 using namespace qkv;
 
@@ -226,3 +228,44 @@ TEST_CASE("activation quantizers: ggml's x86 rules") {
     CHECK(b.qs[255] == 127);
   }
 }
+
+TEST_CASE("activation quantizers: every SIMD target gives the scalar reference's bytes") {
+  // Random values at several magnitudes, with NaN, infinities, signed zeros,
+  // exact halves after scaling, all-zero blocks and equal |x| of both signs.
+  std::mt19937 rng(7);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  const size_t n = 256 * 12;
+  std::vector<float> x(n);
+  for (size_t i = 0; i < n; ++i) x[i] = normal(rng) * std::ldexp(1.0f, static_cast<int>(i / 256) * 3 - 12);
+  x[5] = std::numeric_limits<float>::quiet_NaN();
+  x[300] = std::numeric_limits<float>::infinity();
+  x[301] = -std::numeric_limits<float>::infinity();
+  x[600] = -0.0f;
+  for (size_t i = 768; i < 1024; ++i) x[i] = 0.0f;  // an all-zero Q8_K block (and 8 Q8_0 blocks)
+  for (size_t i = 1024; i < 1056; ++i) x[i] = 0.5f * static_cast<float>(static_cast<int>(i % 9) - 4);  // halves: 127 * k / 4
+  x[1024] = 127.0f;
+  x[1300] = 3.0f, x[1301] = -3.0f;  // the first of equal |x| is the Q8_K max
+  for (size_t i = 1536; i < 1792; ++i) x[i] = std::numeric_limits<float>::quiet_NaN();  // all NaN
+  x[1800] = std::numeric_limits<float>::denorm_min();
+  std::vector<BlockQ8_0> a0(n / 32), r0(n / 32);
+  std::vector<BlockQ8_1> a1(n / 32), r1(n / 32);
+  std::vector<BlockQ8_K> ak(n / 256), rk(n / 256);
+  quantize_row_q8_0_scalar(x.data(), n, r0.data());
+  quantize_row_q8_1_scalar(x.data(), n, r1.data());
+  quantize_row_q8_K_scalar(x.data(), n, rk.data());
+  testing::for_each_simd_target([&] {
+    quantize_row_q8_0(x.data(), n, a0.data());
+    quantize_row_q8_1(x.data(), n, a1.data());
+    quantize_row_q8_K(x.data(), n, ak.data());
+    for (size_t b = 0; b < n / 32; ++b) {
+      CAPTURE(b);
+      CHECK(std::memcmp(&a0[b], &r0[b], sizeof(BlockQ8_0)) == 0);
+      CHECK(std::memcmp(&a1[b], &r1[b], sizeof(BlockQ8_1)) == 0);
+    }
+    for (size_t b = 0; b < n / 256; ++b) {
+      CAPTURE(b);
+      CHECK(std::memcmp(&ak[b], &rk[b], sizeof(BlockQ8_K)) == 0);
+    }
+  });
+}
+

@@ -16,9 +16,15 @@
 
 namespace qkv {
 
-// n % 32 == 0 (Q8_0, Q8_1) or n % 256 == 0 (Q8_K) values of x into n / kValues blocks.
+// n % 32 == 0 (Q8_0, Q8_1) or n % 256 == 0 (Q8_K) values of x into n / kValues
+// blocks, on the best SIMD target of the CPU.
 void quantize_row_q8_0(const float* x, size_t n, BlockQ8_0* y);
 void quantize_row_q8_1(const float* x, size_t n, BlockQ8_1* y);
 void quantize_row_q8_K(const float* x, size_t n, BlockQ8_K* y);
+
+// The scalar reference of each: the same bytes for every input.
+void quantize_row_q8_0_scalar(const float* x, size_t n, BlockQ8_0* y);
+void quantize_row_q8_1_scalar(const float* x, size_t n, BlockQ8_1* y);
+void quantize_row_q8_K_scalar(const float* x, size_t n, BlockQ8_K* y);
 
 }  // namespace qkv
