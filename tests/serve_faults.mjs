@@ -126,6 +126,12 @@ for (const v of ["0", "-1", "abc", ""]) {
   const r = spawnSync(qkv, ["serve", "-m", model, "--port", "0", "--io-timeout", v], { encoding: "utf8", timeout: 20000 });
   if (r.status === 0 || !/--io-timeout wants a number/.test(r.stderr)) fail(`--io-timeout '${v}': status ${r.status}, ${r.stderr}`);
 }
+for (const v of ["0", "70000", "x", ""]) {
+  const r = spawnSync(qkv, ["serve", "-m", model, "--port", "0", "--prefill-batch", v], { encoding: "utf8", timeout: 20000 });
+  if (r.status === 0 || !/--prefill-batch wants a whole number from 1 to 65536/.test(r.stderr)) {
+    fail(`--prefill-batch '${v}': status ${r.status}, ${r.stderr}`);
+  }
+}
 const t = await startServer(qkv, ["-m", model, "--slots", "1", "-c", "64", "-t", "1", "--io-timeout", "0.5"]);
 try {
   const started = Date.now();

@@ -36,20 +36,19 @@ HWY_INLINE float Amax(const float* HWY_RESTRICT x, size_t n) {
   return hn::GetLane(hn::MaxOfLanes(d, m));
 }
 
-// q[i] = round-half-even(x[i] * s) where that lies in [lo, 127], 127 above
-// (when sat_hi), 0 otherwise (NaN included); returns the sum of the q.
-HWY_INLINE int32_t Round8(const float* HWY_RESTRICT x, size_t n, float s, float lo, bool sat_hi,
+// q[i] = round-half-even(x[i] * s) where that lies in [lo, 127], `above`
+// where it is over 127, 0 otherwise (NaN included); returns the sum of the q.
+HWY_INLINE int32_t Round8(const float* HWY_RESTRICT x, size_t n, float s, float lo, float above,
                           int8_t* HWY_RESTRICT q) {
   const DF d;
   const DI di;
   const DQ dq;
-  const auto vs = hn::Set(d, s), vlo = hn::Set(d, lo), vhi = hn::Set(d, 127.0f);
+  const auto vs = hn::Set(d, s), vlo = hn::Set(d, lo), vhi = hn::Set(d, 127.0f), vabove = hn::Set(d, above);
   auto sum = hn::Zero(di);
   for (size_t i = 0; i < n; i += hn::Lanes(d)) {
     const auto v = hn::Round(hn::Mul(hn::LoadU(d, x + i), vs));
     const auto in = hn::And(hn::Ge(v, vlo), hn::Le(v, vhi));
-    const auto above = sat_hi ? hn::Gt(v, vhi) : hn::Lt(vhi, vhi);
-    const auto r = hn::ConvertTo(di, hn::IfThenElse(in, v, hn::IfThenElseZero(above, vhi)));
+    const auto r = hn::ConvertTo(di, hn::IfThenElse(in, v, hn::IfThenElseZero(hn::Gt(v, vhi), vabove)));
     sum = hn::Add(sum, r);
     hn::StoreU(hn::DemoteTo(dq, r), dq, q + i);
   }
@@ -76,7 +75,7 @@ void QuantizeRow(int kind, const float* HWY_RESTRICT x, size_t n, void* out) {
         }
       }
       const float iscale = -127.0f / max;
-      Round8(x, kQK, iscale, -128.0f, true, y[b].qs);
+      Round8(x, kQK, iscale, -128.0f, 127.0f, y[b].qs);
       for (size_t j = 0; j < kQK / 16; ++j) {
         int s = 0;
         for (size_t i = 0; i < 16; ++i) s += y[b].qs[16 * j + i];
@@ -92,7 +91,7 @@ void QuantizeRow(int kind, const float* HWY_RESTRICT x, size_t n, void* out) {
     const float dq = amax / 127.0f;
     const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
     int8_t* q = kind == 0 ? static_cast<BlockQ8_0*>(out)[b].qs : static_cast<BlockQ8_1*>(out)[b].qs;
-    const int32_t sum = Round8(xb, 32, id, -127.0f, false, q);
+    const int32_t sum = Round8(xb, 32, id, -127.0f, 0.0f, q);
     if (kind == 0) {
       static_cast<BlockQ8_0*>(out)[b].d = f32_to_f16(dq);
     } else {

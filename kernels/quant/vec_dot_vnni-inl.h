@@ -214,11 +214,6 @@ struct Act32 {
   const float* s;
 };
 
-// Rows of 32-value blocks against Q8_0 or Q8_1 (Dec::Act), two blocks per
-// register (lanes 0-7 block i, 8-15 block i + 1), scales converted 16 blocks
-// at a time. Dec::Unpack2(b0, b1) gives both blocks' unsigned values;
-// Dec::kMin: the block's f16 min m (at byte 2) times the activation's s is
-// summed, one scalar fused multiply-add per block as the scalar kernel does.
 // The gathers of a 32-value type's f16 fields: d at byte 0, Q4_1/Q5_1's m at
 // byte 2. Built once per matvec or GEMM call: building one (a 32-entry index
 // table) per pass of 4 rows took a quarter of the Q5_0 kernel's time at 576
@@ -229,6 +224,11 @@ struct HalfFields {
   QKV_VNNI_INLINE HalfFields() : d(0), m(Dec::kMin ? 2 : 0) {}
 };
 
+// Rows of 32-value blocks against Q8_0 or Q8_1 (Dec::Act), two blocks per
+// register (lanes 0-7 block i, 8-15 block i + 1), scales converted 16 blocks
+// at a time. Dec::Unpack2(b0, b1) gives both blocks' unsigned values;
+// Dec::kMin: the block's f16 min m (at byte 2) times the activation's s is
+// summed, one scalar fused multiply-add per block as the scalar kernel does.
 template <class Dec, size_t R>
 QKV_VNNI_TARGET void Rows32Vnni(const uint8_t* HWY_RESTRICT w, size_t stride, size_t nb,
                                 const Act32<typename Dec::Act>& a, const HalfFields<Dec, FieldGather>& fields,

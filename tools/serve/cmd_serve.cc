@@ -12,7 +12,6 @@
 #include <cerrno>
 #include <cinttypes>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <thread>
@@ -43,9 +42,10 @@ const char* kServeUsage =
     "  --grace S             seconds running requests get to finish on SIGTERM (default 10)\n"
     "  --io-timeout S        seconds a connection may stall while sending its request or reading\n"
     "                        the response before it is closed (default 30)\n"
-    "  --prefill-chunk N     prompt tokens per step while other requests generate, all waiting\n"
-    "                        prompts in one pass (default 256)\n"
-    "  --prefill-batch N     prompt tokens per pass while none generates (default 512)\n"
+    "  --prefill-chunk N     prompt tokens per step while the generating requests are at least as\n"
+    "                        many as the waiting prompts, all of these in one pass (default 256)\n"
+    "  --prefill-batch N     prompt tokens per pass when the waiting prompts outnumber them\n"
+    "                        (default 512)\n"
     "  --max-body BYTES      request body limit (default 1048576)\n"
     "  --alias NAME          the model id in the API (default: the file name)\n";
 

@@ -302,9 +302,9 @@ void Scheduler::step_generating() {
 
 // The waiting prompts' next chunks in one qkv_prefill_batch (each weight read
 // once for all of them); a prompt that ends samples its first token at once.
-// A pass stalls the generating streams for its length. While they outnumber
-// the waiting prompts, a step prefills at most prefill_chunk tokens, with a
-// decode step between, so they keep flowing; otherwise (a burst of arrivals)
+// A pass stalls the generating streams for its length. While they are at
+// least as many as the waiting prompts, a step prefills at most prefill_chunk
+// tokens, with a decode step between, so they keep flowing; otherwise (a burst)
 // a pass takes up to prefill_batch tokens: the burst costs one pass instead of
 // several, each followed by a decode step of the few slots done.
 void Scheduler::prefill_some() {
