@@ -1,7 +1,9 @@
 // Batches (matmul, M >= 2) of the ggml block types on CPUs with AVX-512 VNNI:
-// ggml's integer arithmetic (kernels/quant/gemm_vnni-inl.h), each input
-// quantized once per call, each output equal to the decode matvec's
-// (quant_dot_rows) for its input bit for bit.
+// ggml's integer arithmetic, each input quantized once per call. From
+// kQuantGemmPackedMinInputs inputs the packed-weight kernel
+// (kernels/quant/gemm_vnni_packed-inl.h; each output within f32 rounding of
+// the decode matvec's), below it the tile kernel (gemm_vnni-inl.h; each output
+// equal to the decode matvec's, quant_dot_rows, bit for bit).
 //
 // Work items are (matrix, block of rows, panel of inputs), panels fastest: a
 // thread taking a range of items keeps its rows' weights (about
@@ -30,11 +32,25 @@ bool g_block_gemm_allowed = true;
 // Activation bytes of one panel of inputs (L2 holds a panel and a row block).
 constexpr size_t kPanelBytes = 128 * 1024;
 
-// The inputs quantized per activation type the matrices need.
+// Activation bytes of one panel for the packed kernel, which decodes a row
+// block once per panel: larger panels, fewer decodes.
+constexpr size_t kPackedPanelBytes = 512 * 1024;
+
+// The inputs quantized per activation type the matrices need, and with
+// `packed` the packed kernel's tables per weight type.
 struct BatchActivations {
   std::vector<uint8_t> buf[3];  // indexed by ActType
   size_t bytes[3] = {0, 0, 0};  // per input
-  void prepare(const Matrix* Ws, int count, const float* X, int64_t M) {
+  std::vector<DType> table_types;
+  std::vector<std::vector<float>> tables;  // [i]: for weights of table_types[i]
+  std::vector<size_t> table_floats;        // [i]: per input
+  const float* tables_for(DType t, int64_t m0) const {
+    for (size_t i = 0; i < table_types.size(); ++i) {
+      if (table_types[i] == t) return tables[i].data() + static_cast<size_t>(m0) * table_floats[i];
+    }
+    return nullptr;
+  }
+  void prepare(const Matrix* Ws, int count, const float* X, int64_t M, bool packed) {
     const size_t cols = static_cast<size_t>(Ws[0].cols);
     bool done[3] = {false, false, false};
     for (int i = 0; i < count; ++i) {
@@ -54,6 +70,18 @@ struct BatchActivations {
 #pragma omp parallel for if (M * Ws[0].cols >= (int64_t{1} << 18) && !omp_in_parallel() && current_team() == nullptr)
       for (int64_t m = 0; m < M; ++m) quantize_activation(t, X + m * Ws[0].cols, cols, out + m * n);
     }
+    table_types.clear();
+    if (!packed) return;
+    for (int i = 0; i < count; ++i) {
+      const DType t = Ws[i].type;
+      if (std::find(table_types.begin(), table_types.end(), t) != table_types.end()) continue;
+      const size_t k = table_types.size();
+      table_types.push_back(t);
+      if (tables.size() <= k) tables.resize(k + 1), table_floats.resize(k + 1);
+      table_floats[k] = quant_gemm_table_floats(t, cols);
+      tables[k].resize(table_floats[k] * static_cast<size_t>(M));
+      quant_gemm_tables(t, buf[static_cast<int>(act_type(t))].data(), cols, static_cast<size_t>(M), tables[k].data());
+    }
   }
 };
 
@@ -68,17 +96,23 @@ bool block_gemm_type(DType t, int64_t M) {
   // 0.48 ms matmul_tiles), the K-quants not (Q4_K 0.50 vs 0.61, Q6_K 0.38 vs
   // 0.48). Prefill sizes: the block GEMM always (Q4_0 5632x2048, 512 inputs,
   // 2 threads: 32-38 GFLOP/s against oneDNN f32's 12-19).
-  return M > kMatmulSmallMaxM || dtype_block_values(t) != 32 || matmul_small_precision(t) != GemmPrecision::kBF16;
+  return M > kMatmulSmallMaxM || dtype_block_values(t) != 32 || matmul_small_precision(t) != GemmPrecision::kBF16 ||
+         quant_gemm_packed(static_cast<size_t>(M));
 }
 
 void set_block_gemm(bool allowed) { g_block_gemm_allowed = allowed; }
 
 void matmul_block_gemm(const Matrix* Ws, float* const* Ys, int count, const float* X, int64_t M) {
+  // The packed kernel decodes a row block once per panel for all its inputs
+  // (groups of 32 rows); the tile kernel re-decodes each block per 4 inputs.
+  const bool packed = quant_gemm_packed(static_cast<size_t>(M));
+  const int64_t row_unit = packed ? 32 : 4;
   static thread_local BatchActivations xa_buf;
-  xa_buf.prepare(Ws, count, X, M);
+  xa_buf.prepare(Ws, count, X, M, packed);
   const BatchActivations& xa = xa_buf;  // the caller's copy, read by every thread
   const size_t cols = static_cast<size_t>(Ws[0].cols);
-  // Per matrix: rows per block (a multiple of 4), inputs per panel (of 4).
+  const size_t panel_bytes = packed ? kPackedPanelBytes : kPanelBytes;
+  // Per matrix: rows per block (a multiple of row_unit), inputs per panel (of 4).
   std::vector<int64_t> rows_per(static_cast<size_t>(count)), first(static_cast<size_t>(count) + 1, 0);
   int64_t panel = M;
   size_t bytes = 0;
@@ -88,9 +122,9 @@ void matmul_block_gemm(const Matrix* Ws, float* const* Ys, int count, const floa
     // the threads enough items to balance (batched decode of a 143M model:
     // 768 rows).
     const int64_t by_bytes = static_cast<int64_t>(kMinChunkBytes / std::max<size_t>(1, rb));
-    rows_per[i] = std::max<int64_t>(4, std::min(by_bytes, (Ws[i].rows + 15) / 16) / 4 * 4);
+    rows_per[i] = std::max<int64_t>(row_unit, std::min(by_bytes, (Ws[i].rows + 15) / 16) / row_unit * row_unit);
     const size_t ab = xa.bytes[static_cast<int>(act_type(Ws[i].type))];
-    panel = std::min<int64_t>(panel, std::max<int64_t>(4, static_cast<int64_t>(kPanelBytes / std::max<size_t>(1, ab)) / 4 * 4));
+    panel = std::min<int64_t>(panel, std::max<int64_t>(4, static_cast<int64_t>(panel_bytes / std::max<size_t>(1, ab)) / 4 * 4));
     bytes += rb * static_cast<size_t>(Ws[i].rows);
   }
   const int64_t panels = (M + panel - 1) / panel;
@@ -111,7 +145,8 @@ void matmul_block_gemm(const Matrix* Ws, float* const* Ys, int count, const floa
         const size_t rb = dtype_row_bytes(W.type, cols);
         quant_gemm(W.type, static_cast<const uint8_t*>(W.data) + r0 * rb, cols,
                    xa.buf[a].data() + static_cast<size_t>(m0) * xa.bytes[a], static_cast<size_t>(m1 - m0),
-                   Ys[i] + m0 * W.rows + r0, static_cast<size_t>(W.rows), static_cast<size_t>(r1 - r0));
+                   Ys[i] + m0 * W.rows + r0, static_cast<size_t>(W.rows), static_cast<size_t>(r1 - r0),
+                   packed ? xa.tables_for(W.type, m0) : nullptr);
       }
     }
   });

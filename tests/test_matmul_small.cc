@@ -150,13 +150,17 @@ TEST_CASE("matmul_small_kernel_name names the kernel each weight type runs on") 
   for (DType t : {DType::F16, DType::BF16, DType::Q8_0}) {
     CAPTURE(dtype_name(t));
     const std::string name = matmul_small_kernel_name(t);
-    if (detail::matmul_small_precision(t) == detail::GemmPrecision::kF32) {
+    // Q8_0 batches take the integer block GEMM where the CPU has AVX-512 VNNI.
+    const bool block = detail::block_gemm_type(t, kMatmulSmallMaxM);
+    if (block) {
+      CHECK(name == "AVX-512 VNNI integer block GEMM");
+    } else if (detail::matmul_small_precision(t) == detail::GemmPrecision::kF32) {
       CHECK(name == "f32 FMA");
     } else {
       CHECK(name == (detail::matmul_small_uses_amx() ? "AMX bf16 tiles" : "AVX512_BF16 dot products"));
     }
     detail::set_matmul_small_amx(false);
-    if (detail::matmul_small_precision(t) == detail::GemmPrecision::kBF16) {
+    if (!block && detail::matmul_small_precision(t) == detail::GemmPrecision::kBF16) {
       CHECK(std::string(matmul_small_kernel_name(t)) == "AVX512_BF16 dot products");
     }
     detail::set_matmul_small_amx(true);

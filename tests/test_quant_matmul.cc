@@ -41,6 +41,7 @@
 
 using namespace qkv;
 using namespace qkv::testing;
+using qkv::testing::ActRef;
 
 namespace {
 
@@ -70,9 +71,39 @@ double extra_tolerance(DType t, int64_t M) {
   return p == detail::GemmPrecision::kBF16 ? 0x1p-8 + 0x1p-17 : 0.0;
 }
 
+// The packed-weight kernel of prefill-sized batches: ggml's exact integer
+// sub-block sums, then per sub-block one f32 product of the two scales, one
+// fused multiply-add into the accumulator and one for the min term, each
+// rounding within 2^-24 of a partial sum below sum |terms|: (2 * sub-blocks +
+// 16) * 2^-24 of it, sub-blocks of at least 16 values, against the fp64
+// reference on each input's own activation blocks. A wrong nibble, scale,
+// min or sub-block is of the order of a whole term, far outside it.
+void check_packed(const TestMatrix& w, const std::vector<float>& X, int64_t M, const std::vector<float>& Y) {
+  const int64_t rows = w.m.rows, cols = w.m.cols;
+  const DType t = w.m.type;
+  std::vector<uint8_t> xa(act_bytes(t, static_cast<size_t>(cols)));
+  const size_t rb = dtype_row_bytes(t, static_cast<size_t>(cols));
+  int64_t bad = 0;
+  for (int64_t m = 0; m < M; ++m) {
+    quantize_activation(t, X.data() + m * cols, static_cast<size_t>(cols), xa.data());
+    const ActRef a = dequantized_activation(t, xa, static_cast<size_t>(cols));
+    for (int64_t r = 0; r < rows; ++r) {
+      const RowRef ref = row_reference(t, w.bytes.data() + r * rb, static_cast<size_t>(cols), a);
+      const double tol = (double(cols) / 8 + 16) * 0x1p-24 * ref.mag + 1e-30;
+      const double err = std::fabs(double(Y[m * rows + r]) - ref.value);
+      if (!(err <= tol) && bad++ < 3) {
+        CHECK_MESSAGE(false, "m=", m, " r=", r, " got ", Y[m * rows + r], " want ", ref.value, " tol ", tol);
+      }
+    }
+  }
+  CHECK(bad == 0);
+}
+
 // The integer block GEMM (AVX-512 VNNI CPUs) must give, for every input, the
-// scalar ggml kernel's result on that input's activation blocks bit for bit.
+// scalar ggml kernel's result on that input's activation blocks bit for bit
+// (the tile kernel), or be within check_packed's bound (the packed kernel).
 void check_block_gemm(const TestMatrix& w, const std::vector<float>& X, int64_t M, const std::vector<float>& Y) {
+  if (quant_gemm_packed(static_cast<size_t>(M))) return check_packed(w, X, M, Y);
   const int64_t rows = w.m.rows, cols = w.m.cols;
   const DType t = w.m.type;
   std::vector<uint8_t> xa(act_bytes(t, static_cast<size_t>(cols)));
@@ -120,13 +151,16 @@ TEST_CASE("matmul of every block type matches the fp64 reference at every batch 
     for (int64_t cols : cols_list) {
       // 43 rows: row blocks of every kernel plus a partial one.
       const TestMatrix w = random_matrix(t, 43, cols, g);
-      // The integer block GEMM where the CPU has it, then the other paths.
-      for (bool gemm : {true, false}) {
-        detail::set_block_gemm(gemm);
-        for (int64_t M : {2, 3, 5, 16, 17, 64, 300}) {
+      // The integer block GEMM where the CPU has it (packed kernel from
+      // kQuantGemmPackedMinInputs, then the tile kernel at every size), then
+      // the other paths.
+      for (int mode : {0, 1, 2}) {
+        detail::set_block_gemm(mode != 2);
+        set_quant_gemm_packed(mode == 0);
+        for (int64_t M : {2, 3, 5, 16, 17, 33, 64, 300}) {
           for (int threads : {1, 2}) {
             CAPTURE(cols);
-            CAPTURE(gemm);
+            CAPTURE(mode);
             CAPTURE(M);
             CAPTURE(threads);
             check_batch(w, M, threads);
@@ -134,6 +168,7 @@ TEST_CASE("matmul of every block type matches the fp64 reference at every batch 
         }
       }
       detail::set_block_gemm(true);
+      set_quant_gemm_packed(true);
     }
   }
 }

@@ -25,39 +25,12 @@ using namespace qkv;
 
 namespace {
 
+using testing::ActRef;
+using testing::dequantized_activation;
 using testing::kTypes;
 using testing::random_rows;
-
-// The activation as the kernels see it: dequantized blocks, plus for Q8_1 the
-// block sums s (ggml's min term uses s, rounded to f16, not d * sum(q)).
-struct ActRef {
-  std::vector<double> x;
-  std::vector<double> s;  // Q8_1 only, per 32-block
-};
-
-ActRef dequantized_activation(DType t, const std::vector<uint8_t>& xa, size_t cols) {
-  ActRef r;
-  r.x.resize(cols);
-  switch (act_type(t)) {
-    case ActType::kQ8_0: {
-      const auto* b = reinterpret_cast<const BlockQ8_0*>(xa.data());
-      for (size_t k = 0; k < cols; ++k) r.x[k] = double(f16_to_f32(b[k / 32].d)) * b[k / 32].qs[k % 32];
-      break;
-    }
-    case ActType::kQ8_1: {
-      const auto* b = reinterpret_cast<const BlockQ8_1*>(xa.data());
-      for (size_t k = 0; k < cols; ++k) r.x[k] = double(f16_to_f32(b[k / 32].d)) * b[k / 32].qs[k % 32];
-      for (size_t i = 0; i < cols / 32; ++i) r.s.push_back(f16_to_f32(b[i].s));
-      break;
-    }
-    case ActType::kQ8_K: {
-      const auto* b = reinterpret_cast<const BlockQ8_K*>(xa.data());
-      for (size_t k = 0; k < cols; ++k) r.x[k] = double(b[k / kQK].d) * b[k / kQK].qs[k % kQK];
-      break;
-    }
-  }
-  return r;
-}
+using testing::row_reference;
+using testing::RowRef;
 
 }  // namespace
 
@@ -85,38 +58,16 @@ TEST_CASE("matvec of every ggml block type against the fp64 reference") {
         quantize_activation(t, x.data(), cols, xa.data());
         const ActRef a = dequantized_activation(t, xa, cols);
         const Matrix W{w.data(), t, int64_t(rows), int64_t(cols)};
-        std::vector<float> y1(rows), y2(rows), wr(cols);
+        std::vector<float> y1(rows), y2(rows);
         omp_set_num_threads(1);
         matvec(W, x.data(), y1.data());
         omp_set_num_threads(2);
         matvec(W, x.data(), y2.data());
         for (size_t r = 0; r < rows; ++r) {
           CHECK(y1[r] == y2[r]);  // every row computed the same way on any thread count
-          const uint8_t* row = w.data() + r * dtype_row_bytes(t, cols);
-          double ref = 0, mag = 0;
-          if (act_type(t) == ActType::kQ8_1) {
-            // w = d q + m: the d q part from the dequantized values minus m, the m part as m * s.
-            decode_row(t, row, cols, wr.data());
-            for (size_t i = 0; i < cols / 32; ++i) {
-              uint16_t mh;
-              std::memcpy(&mh, row + i * dtype_block_bytes(t) + 2, 2);
-              const double m = f16_to_f32(mh);
-              for (size_t k = 32 * i; k < 32 * i + 32; ++k) {
-                ref += (double(wr[k]) - m) * a.x[k];
-                mag += std::fabs((double(wr[k]) - m) * a.x[k]);
-              }
-              ref += m * a.s[i];
-              mag += std::fabs(m * a.s[i]);
-            }
-          } else {
-            decode_row(t, row, cols, wr.data());
-            for (size_t k = 0; k < cols; ++k) {
-              ref += double(wr[k]) * a.x[k];
-              mag += std::fabs(double(wr[k]) * a.x[k]);
-            }
-          }
-          const double tol = (double(cols / bv) + 16.0) * std::ldexp(1.0, -24) * mag + 1e-30;
-          CHECK(std::fabs(y1[r] - ref) <= tol);
+          const RowRef ref = row_reference(t, w.data() + r * dtype_row_bytes(t, cols), cols, a);
+          const double tol = (double(cols / bv) + 16.0) * std::ldexp(1.0, -24) * ref.mag + 1e-30;
+          CHECK(std::fabs(y1[r] - ref.value) <= tol);
         }
       }
     }

@@ -17,6 +17,7 @@
 
 #include "hwy/highway.h"
 #include "kernels/error.h"
+#include "kernels/transpose16x16.h"
 #include "kernels/matmul_small/bf16_decode-inl.h"
 #include "kernels/matmul_small/common-inl.h"
 
@@ -63,42 +64,7 @@ struct alignas(64) TileConfigAMX {
 };
 static_assert(sizeof(TileConfigAMX) == 64, "the LDTILECFG memory layout");
 
-// The permutations of one round of Transpose16x16 (distance d): row i takes
-// its own lanes j without bit d and row i + d's lanes j - d; row i + d takes
-// row i's lanes j + d and its own lanes with bit d. (Indices >= 16: the
-// second operand of vpermt2d.)
-struct TransposeRoundIdx {
-  int32_t lo[16], hi[16];
-};
-constexpr TransposeRoundIdx MakeTransposeRoundIdx(int d) {
-  TransposeRoundIdx x{};
-  for (int j = 0; j < 16; ++j) {
-    x.lo[j] = (j & d) ? 16 + j - d : j;
-    x.hi[j] = (j & d) ? 16 + j : j + d;
-  }
-  return x;
-}
-
-template <int d>
-QKV_AMX_TARGET HWY_INLINE void TransposeRound(__m512i (&v)[16]) {
-  alignas(64) static constexpr TransposeRoundIdx kIdx = MakeTransposeRoundIdx(d);
-  const __m512i lo = _mm512_load_si512(kIdx.lo), hi = _mm512_load_si512(kIdx.hi);
-  for (int i = 0; i < 16; ++i) {
-    if (i & d) continue;
-    const __m512i a = v[i], b = v[i + d];
-    v[i] = _mm512_permutex2var_epi32(a, lo, b);
-    v[i + d] = _mm512_permutex2var_epi32(a, hi, b);
-  }
-}
-
-// v[i] lane j <- v[j] lane i, for 16 x 16 32-bit values: for each bit d of
-// the index, swap the off-diagonal d x d blocks of every 2d x 2d block.
-QKV_AMX_TARGET HWY_INLINE void Transpose16x16(__m512i (&v)[16]) {
-  TransposeRound<8>(v);
-  TransposeRound<4>(v);
-  TransposeRound<2>(v);
-  TransposeRound<1>(v);
-}
+using avx512::Transpose16x16;
 
 // X (M x cols f32) as B tiles: steps x 16 rows x 16 pairs (see above),
 // inputs m >= M and columns past cols zero.

@@ -9,6 +9,8 @@
 
 #include "kernels/error.h"
 #include "kernels/quant/activation.h"
+#include "kernels/transpose16x16.h"
+#include "hwy/aligned_allocator.h"
 #include "hwy/cache_control.h"
 
 #undef HWY_TARGET_INCLUDE
@@ -293,6 +295,7 @@ HWY_INLINE float DotRow(DType t, const uint8_t* row, size_t cols, const void* xa
 #if HWY_TARGET == HWY_AVX3_DL
 #include "kernels/quant/vec_dot_vnni-inl.h"
 #include "kernels/quant/gemm_vnni-inl.h"
+#include "kernels/quant/gemm_vnni_packed-inl.h"
 #undef QKV_VNNI_TARGET
 #undef QKV_VNNI_INLINE
 #undef QKV_UNROLL
@@ -315,13 +318,35 @@ void DotRows(DType t, const void* rows, size_t cols, const void* xa, float* y, s
   for (size_t r = 0; r < n_rows; ++r) y[r] = DotRow(t, base + r * stride, cols, xa);
 }
 
-// The batched GEMM (kernels/quant/gemm_vnni-inl.h); false: none on this target.
-bool Gemm(DType t, const void* rows, size_t cols, const void* xa, size_t M, float* y, size_t ldy, size_t n_rows) {
+// The batched GEMM (kernels/quant/gemm_vnni-inl.h, or with tables
+// gemm_vnni_packed-inl.h); false: none on this target.
+bool Gemm(DType t, const void* rows, size_t cols, const void* xa, size_t M, float* y, size_t ldy, size_t n_rows,
+          const float* tables) {
 #if HWY_TARGET == HWY_AVX3_DL
+  if (tables != nullptr) return GemmPacked(t, rows, cols, xa, tables, M, y, ldy, n_rows);
   return GemmVnni(t, rows, cols, xa, M, y, ldy, n_rows);
 #else
-  (void)t, (void)rows, (void)cols, (void)xa, (void)M, (void)y, (void)ldy, (void)n_rows;
+  (void)t, (void)rows, (void)cols, (void)xa, (void)M, (void)y, (void)ldy, (void)n_rows, (void)tables;
   return false;
+#endif
+}
+
+// The packed kernel's input tables; false: none on this target.
+bool GemmTables(DType t, const void* xa, size_t cols, size_t M, float* tables) {
+#if HWY_TARGET == HWY_AVX3_DL
+  return PackedTables(t, xa, cols, M, tables);
+#else
+  (void)t, (void)xa, (void)cols, (void)M, (void)tables;
+  return false;
+#endif
+}
+
+size_t GemmTableFloats(DType t, size_t cols) {
+#if HWY_TARGET == HWY_AVX3_DL
+  return PackedTableFloats(t, cols);
+#else
+  (void)t, (void)cols;
+  return 0;
 #endif
 }
 
@@ -343,6 +368,8 @@ namespace qkv {
 HWY_EXPORT(DotRows);
 HWY_EXPORT(Gemm);
 HWY_EXPORT(HasGemm);
+HWY_EXPORT(GemmTables);
+HWY_EXPORT(GemmTableFloats);
 
 ActType act_type(DType t) {
   switch (t) {
@@ -391,11 +418,28 @@ void quant_dot_rows_scalar(DType t, const void* rows, size_t cols, const void* x
 
 bool quant_gemm_available(DType t) { return HWY_DYNAMIC_DISPATCH(HasGemm)(t); }
 
+namespace {
+bool g_packed_allowed = true;
+}  // namespace
+
+bool quant_gemm_packed(size_t M) { return g_packed_allowed && M >= kQuantGemmPackedMinInputs; }
+
+void set_quant_gemm_packed(bool allowed) { g_packed_allowed = allowed; }
+
+size_t quant_gemm_table_floats(DType t, size_t cols) { return HWY_DYNAMIC_DISPATCH(GemmTableFloats)(t, cols); }
+
+void quant_gemm_tables(DType t, const void* xa, size_t cols, size_t M, float* tables) {
+  QKV_CHECK(dtype_is_quantized(t) && dtype_row_ok(t, cols), "quant_gemm_tables: ", cols, " columns of ",
+            dtype_name(t));
+  QKV_CHECK(HWY_DYNAMIC_DISPATCH(GemmTables)(t, xa, cols, M, tables), "quant_gemm_tables: no packed kernel for ",
+            dtype_name(t), " on this CPU (check quant_gemm_available)");
+}
+
 void quant_gemm(DType t, const void* rows, size_t cols, const void* xa, size_t M, float* y, size_t ldy,
-                size_t n_rows) {
+                size_t n_rows, const float* tables) {
   QKV_CHECK(dtype_is_quantized(t) && dtype_row_ok(t, cols), "quant_gemm: ", cols, " columns of ", dtype_name(t));
   QKV_CHECK(ldy >= n_rows || M <= 1, "quant_gemm: output stride ", ldy, " below the row count ", n_rows);
-  QKV_CHECK(HWY_DYNAMIC_DISPATCH(Gemm)(t, rows, cols, xa, M, y, ldy, n_rows), "quant_gemm: no kernel for ",
+  QKV_CHECK(HWY_DYNAMIC_DISPATCH(Gemm)(t, rows, cols, xa, M, y, ldy, n_rows, tables), "quant_gemm: no kernel for ",
             dtype_name(t), " on this CPU (check quant_gemm_available)");
 }
 

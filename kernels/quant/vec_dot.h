@@ -40,8 +40,24 @@ void quant_dot_rows_scalar(DType t, const void* rows, size_t cols, const void* x
 // of rows x inputs (kernels/quant/gemm_vnni-inl.h); every output equals
 // quant_dot_rows for its input bit for bit. Only where quant_gemm_available(t):
 // CPUs with AVX-512 VNNI, every quantized t (Q8_0 included).
+// With tables (from quant_gemm_tables on the same xa), the packed-weight
+// kernel instead (kernels/quant/gemm_vnni_packed-inl.h: rows in lanes, each
+// row block decoded once for all the inputs): the same integer sums and
+// ggml's f32 terms in another order, so its outputs differ from
+// quant_dot_rows' by f32 rounding only. quant_gemm_packed(M) says whether a
+// batch of M inputs takes it: from kQuantGemmPackedMinInputs (below, the
+// decoding outweighs the dot products: 143M Q4_K_M, 2 sequences, 14.1 ms a
+// step against 11.3 ms for two single steps), never after
+// set_quant_gemm_packed(false) (tests and benchmarks).
 bool quant_gemm_available(DType t);
 void quant_gemm(DType t, const void* rows, size_t cols, const void* xa, size_t M, float* y, size_t ldy,
-                size_t n_rows);
+                size_t n_rows, const float* tables = nullptr);
+// The packed kernel's per-input tables of M inputs for weights of type t:
+// quant_gemm_table_floats(t, cols) floats per input, inputs back to back.
+size_t quant_gemm_table_floats(DType t, size_t cols);
+void quant_gemm_tables(DType t, const void* xa, size_t cols, size_t M, float* tables);
+constexpr size_t kQuantGemmPackedMinInputs = 4;
+bool quant_gemm_packed(size_t M);
+void set_quant_gemm_packed(bool allowed);
 
 }  // namespace qkv

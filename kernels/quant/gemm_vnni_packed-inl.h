@@ -1,0 +1,355 @@
+// Packed-weight AVX-512 VNNI GEMM of the ggml block types, for batches of
+// kQuantGemmPackedMinInputs inputs or more (batched decode and prefill): rows
+// in lanes, so that no dot product needs a horizontal sum, and each weight
+// block decoded once per call and panel of inputs.
+//
+// Packing: 16 weight rows at a time are decoded once per call by the matvec's
+// block decoders (unsigned bytes u = q + offset) and transposed so that line
+// k (64 bytes) holds values 4k .. 4k + 3 of each of the 16 rows: one
+// vpdpbusd of a line against an input's 4 activation bytes k .. k + 3
+// (broadcast) adds those 4 products to each row's int32 lane. Beside the
+// lines go each sub-block's weight scale dw (d, or d * sc for the K-quants)
+// and min factor mw (Q4_1 / Q5_1: m; Q2_K, Q4_K, Q5_K: -dmin * m_j) per row.
+//
+// Per sub-block j of S values (32, or 16 for Q2_K, Q3_K and Q6_K) and input
+// m, the integer sum starts at -offset * (the sub-block's activation sum), so
+// it ends exact and offset-free, then
+//   acc[m] += float(sum) * (da[m][j] * dw[j]) + ms[m][j] * mw[j],
+// da the activation block's scale, ms its min factor (Q8_1: s; Q8_K: d times
+// the sub-block's bsums). These are ggml's terms summed in another order
+// than its 8-lane kernels (which sum a super-block's integers first): the
+// outputs differ from quant_dot_rows' by f32 rounding, within the bound of
+// tests/test_quant_matmul.cc.
+//
+// A tile is 32 rows (two packed groups) x kPackedC inputs: 2 x kPackedC
+// int32 sums and as many f32 accumulators in registers; per 4 columns two
+// line loads and one broadcast per input feed 2 x kPackedC vpdpbusd.
+// Against the tile kernel of gemm_vnni-inl.h (4 rows x 4 inputs, horizontal
+// sums per block), 143M synthetic model, 2 threads: prefill 512 Q4_K_M 399 ->
+// 1354 tok/s, Q4_0 498 -> 1380; 16 sequences of Q4_K_M 307 -> 724.
+//
+// Included by kernels/quant/vec_dot.cc after gemm_vnni-inl.h, inside its
+// per-target namespace when HWY_TARGET == HWY_AVX3_DL.
+
+constexpr size_t kPackedC = 6;
+
+// Loops over a tile's inputs unroll whole, so that their sums and
+// accumulators stay in registers (QKV_UNROLL's 4 left C = 6 arrays on the stack).
+#define QKV_UNROLL_TILE _Pragma("GCC unroll 16")
+
+// What the packed kernel needs of a weight type beyond its VNNI decoder: the
+// sub-block size and where each sub-block's scale and min come from.
+template <class Dec, bool = Dec::Block::kValues == kQK>
+struct PackedType {  // 32-value blocks: one sub-block each
+  using Block = typename Dec::Block;
+  using Act = typename Dec::Act;
+  static constexpr size_t kValues = 32, kS = 32, kSubs = 1;
+  static constexpr bool kK = false, kMin = Dec::kMin;
+};
+template <class Dec>
+struct PackedType<Dec, true> {  // 256-value super-blocks against Q8_K
+  using Block = typename Dec::Block;
+  using Act = BlockQ8_K;
+  static constexpr size_t kValues = kQK, kS = Dec::kSub, kSubs = kQK / kS;
+  static constexpr bool kK = true;
+  static constexpr bool kMin =
+      std::is_same_v<Block, BlockQ2_K> || std::is_same_v<Block, BlockQ4_K> || std::is_same_v<Block, BlockQ5_K>;
+};
+
+// One or two blocks' unsigned values at out (Unpack2 for the 32-value types:
+// `pair` says whether b1 is a second block), their sub-block scales dw[s] and
+// min factors mw[s] (kMin), per block.
+template <class Dec>
+QKV_VNNI_INLINE void UnpackPacked(const uint8_t* b, bool pair, uint8_t* HWY_RESTRICT out, float* dw, float* mw) {
+  using T = PackedType<Dec>;
+  using B = typename T::Block;
+  if constexpr (T::kK) {
+    (void)pair;
+    __m512i u[4];
+    const __m512i sc = Dec::Unpack(b, u);
+    for (int c = 0; c < 4; ++c) _mm512_storeu_si512(out + 64 * c, u[c]);
+    HWY_ALIGN int32_t s[16];
+    _mm512_store_si512(s, sc);
+    const float d = HalfAt(b + offsetof(B, d));
+    for (size_t j = 0; j < T::kSubs; ++j) dw[j] = d * static_cast<float>(s[j]);
+    if constexpr (T::kMin) {
+      const float dmin = HalfAt(b + offsetof(B, dmin));
+      if constexpr (std::is_same_v<B, BlockQ2_K>) {
+        for (size_t j = 0; j < 16; ++j) mw[j] = -dmin * static_cast<float>(b[offsetof(B, scales) + j] >> 4);
+      } else {
+        uint64_t scs, m;
+        K4ScalesMins(b + offsetof(B, scales), &scs, &m);
+        for (size_t j = 0; j < 8; ++j) mw[j] = -dmin * static_cast<float>((m >> (8 * j)) & 0xFF);
+      }
+    }
+  } else {
+    const uint8_t* b1 = pair ? b + sizeof(B) : b;
+    const __m512i u = Dec::Unpack2(b, b1);
+    if (pair) {
+      _mm512_storeu_si512(out, u);
+    } else {
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), _mm512_castsi512_si256(u));
+    }
+    for (size_t k = 0; k < (pair ? 2u : 1u); ++k) {
+      dw[k] = HalfAt(b + k * sizeof(B) + offsetof(B, d));
+      if constexpr (T::kMin) mw[k] = HalfAt(b + k * sizeof(B) + offsetof(B, m));
+    }
+  }
+}
+
+// A group of 16 weight rows (n < 16 real, the rest zero) packed: w (cols / 4
+// lines of 16 rows x 4 bytes), dw and mw (cols / S sub-blocks x 16 rows).
+// rowbuf: 16 * cols bytes of scratch.
+template <class Dec>
+QKV_VNNI_TARGET void PackRows(const uint8_t* rows, size_t stride, size_t n, size_t cols, uint8_t* HWY_RESTRICT rowbuf,
+                              uint32_t* HWY_RESTRICT w, float* HWY_RESTRICT dw, float* HWY_RESTRICT mw) {
+  using T = PackedType<Dec>;
+  using B = typename T::Block;
+  const size_t nb = cols / T::kValues, subs = cols / T::kS;
+  constexpr size_t kStep = T::kK ? 1 : 2;  // blocks per unpack
+  HWY_ALIGN float sd[16], sm[16];
+  for (size_t r = 0; r < 16; ++r) {
+    uint8_t* out = rowbuf + r * cols;
+    if (r >= n) {
+      std::memset(out, 0, cols);
+      for (size_t j = 0; j < subs; ++j) dw[j * 16 + r] = 0.0f, mw[j * 16 + r] = 0.0f;
+      continue;
+    }
+    const uint8_t* row = rows + r * stride;
+    for (size_t i = 0; i < nb; i += kStep) {
+      const bool pair = kStep == 2 && i + 1 < nb;
+      UnpackPacked<Dec>(row + i * sizeof(B), pair, out + i * T::kValues, sd, sm);
+      const size_t count = T::kK ? T::kSubs : (pair ? 2 : 1);
+      for (size_t s = 0; s < count; ++s) {
+        dw[(i * T::kSubs + s) * 16 + r] = sd[s];
+        mw[(i * T::kSubs + s) * 16 + r] = T::kMin ? sm[s] : 0.0f;
+      }
+    }
+  }
+  // 64 columns of the 16 rows at a time: row r's 16 words of 4 values,
+  // transposed so that line k holds word k of every row.
+  for (size_t c = 0; c < cols; c += 64) {
+    __m512i v[16];
+    const size_t words = std::min<size_t>(16, (cols - c) / 4);
+    const __mmask16 lanes = static_cast<__mmask16>(words == 16 ? 0xFFFF : (1u << words) - 1);
+    for (size_t r = 0; r < 16; ++r) v[r] = _mm512_maskz_loadu_epi32(lanes, rowbuf + r * cols + c);
+    avx512::Transpose16x16(v);
+    for (size_t k = 0; k < words; ++k) _mm512_store_si512(w + (c / 4 + k) * 16, v[k]);
+  }
+}
+
+// Where sub-block j's activation bytes start in an input's quantized row.
+template <class Dec>
+QKV_VNNI_INLINE size_t PackedActOffset(size_t j) {
+  using T = PackedType<Dec>;
+  using A = typename T::Act;
+  if constexpr (T::kK) return (j / T::kSubs) * sizeof(A) + offsetof(A, qs) + (j % T::kSubs) * T::kS;
+  return j * sizeof(A) + offsetof(A, qs);
+}
+
+// Per input m < M, at tables + m * 3 * subs (subs = cols / S): da[j] (the
+// activation scale of sub-block j), ms[j] (its min factor, kMin) and corr[j]
+// (-offset * the sub-block's activation sum, int32), each subs long.
+template <class Dec>
+QKV_VNNI_TARGET void PackedActTables(const uint8_t* xa, size_t cols, size_t M, float* HWY_RESTRICT tables) {
+  using T = PackedType<Dec>;
+  using A = typename T::Act;
+  const size_t ab = cols / A::kValues * sizeof(A), subs = cols / T::kS;
+  for (size_t m = 0; m < M; ++m) {
+    const uint8_t* row = xa + m * ab;
+    float* d = tables + m * 3 * subs;
+    float* s = d + subs;
+    auto* c = reinterpret_cast<int32_t*>(s + subs);
+    for (size_t j = 0; j < subs; ++j) {
+      int32_t asum = 0;
+      if constexpr (T::kK) {
+        const uint8_t* blk = row + (j / T::kSubs) * sizeof(A);
+        float dk;
+        std::memcpy(&dk, blk + offsetof(A, d), sizeof(float));
+        int16_t bs[2] = {0, 0};
+        const size_t per = T::kS / 16;
+        std::memcpy(bs, blk + offsetof(A, bsums) + (j % T::kSubs) * per * 2, per * 2);
+        asum = bs[0] + (per == 2 ? bs[1] : 0);
+        d[j] = dk;
+        s[j] = T::kMin ? dk * static_cast<float>(asum) : 0.0f;
+      } else {
+        d[j] = HalfAt(row + j * sizeof(A) + offsetof(A, d));
+        if constexpr (T::kMin) {
+          s[j] = HalfAt(row + j * sizeof(A) + offsetof(A, s));
+        } else {
+          s[j] = 0.0f;
+        }
+        if constexpr (Dec::kOffset != 0) {
+          // The sum of 32 signed bytes: vpsadbw of the bytes + 128 against 0.
+          const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + j * sizeof(A) + offsetof(A, qs)));
+          const __m256i u = _mm256_sad_epu8(_mm256_xor_si256(q, _mm256_set1_epi8(-128)), _mm256_setzero_si256());
+          const __m128i h = _mm_add_epi64(_mm256_castsi256_si128(u), _mm256_extracti128_si256(u, 1));
+          asum = static_cast<int32_t>(_mm_cvtsi128_si64(_mm_add_epi64(h, _mm_unpackhi_epi64(h, h)))) - 32 * 128;
+        }
+      }
+      c[j] = -Dec::kOffset * asum;
+    }
+  }
+}
+
+// C inputs (activation rows at a, stride ab; their tables at tab, see
+// PackedActTables) x 32 packed rows (groups at w[0], w[1]): y[m * ldy + r]
+// for m < C, r < n.
+template <class Dec, size_t C>
+QKV_VNNI_TARGET void TilePacked(const uint8_t* HWY_RESTRICT a, size_t ab, const float* HWY_RESTRICT tab, size_t subs,
+                                const uint32_t* const (&w)[2], const float* const (&dw)[2],
+                                const float* const (&mw)[2], float* HWY_RESTRICT y, size_t ldy, size_t n) {
+  using T = PackedType<Dec>;
+  constexpr size_t kLines = T::kS / 4;
+  const size_t ts = 3 * subs;  // table stride per input
+  const float* da = tab;
+  const float* ms = tab + subs;
+  const auto* corr = reinterpret_cast<const int32_t*>(tab + 2 * subs);
+  __m512 acc[C][2];
+  QKV_UNROLL_TILE for (size_t c = 0; c < C; ++c) acc[c][0] = acc[c][1] = _mm512_setzero_ps();
+  for (size_t j = 0; j < subs; ++j) {
+    __m512i sum[C][2];
+    QKV_UNROLL_TILE for (size_t c = 0; c < C; ++c) {
+      sum[c][0] = Dec::kOffset != 0 ? _mm512_set1_epi32(corr[c * ts + j]) : _mm512_setzero_si512();
+      sum[c][1] = sum[c][0];
+    }
+    const uint8_t* aj = a + PackedActOffset<Dec>(j);
+    const uint32_t* w0 = w[0] + j * kLines * 16;
+    const uint32_t* w1 = w[1] + j * kLines * 16;
+    for (size_t k = 0; k < kLines; ++k) {
+      const __m512i l0 = _mm512_load_si512(w0 + k * 16), l1 = _mm512_load_si512(w1 + k * 16);
+      QKV_UNROLL_TILE for (size_t c = 0; c < C; ++c) {
+        int32_t q;
+        std::memcpy(&q, aj + c * ab + 4 * k, 4);
+        const __m512i x = _mm512_set1_epi32(q);
+        sum[c][0] = _mm512_dpbusd_epi32(sum[c][0], l0, x);
+        sum[c][1] = _mm512_dpbusd_epi32(sum[c][1], l1, x);
+      }
+    }
+    const __m512 d0 = _mm512_load_ps(dw[0] + j * 16), d1 = _mm512_load_ps(dw[1] + j * 16);
+    QKV_UNROLL_TILE for (size_t c = 0; c < C; ++c) {
+      const __m512 s = _mm512_set1_ps(da[c * ts + j]);
+      acc[c][0] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum[c][0]), _mm512_mul_ps(s, d0), acc[c][0]);
+      acc[c][1] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum[c][1]), _mm512_mul_ps(s, d1), acc[c][1]);
+    }
+    if constexpr (T::kMin) {
+      const __m512 m0 = _mm512_load_ps(mw[0] + j * 16), m1 = _mm512_load_ps(mw[1] + j * 16);
+      QKV_UNROLL_TILE for (size_t c = 0; c < C; ++c) {
+        const __m512 s = _mm512_set1_ps(ms[c * ts + j]);
+        acc[c][0] = _mm512_fmadd_ps(s, m0, acc[c][0]);
+        acc[c][1] = _mm512_fmadd_ps(s, m1, acc[c][1]);
+      }
+    }
+  }
+  const __mmask16 lo = static_cast<__mmask16>(n >= 16 ? 0xFFFF : (1u << n) - 1);
+  const __mmask16 hi = static_cast<__mmask16>(n >= 32 ? 0xFFFF : n <= 16 ? 0 : (1u << (n - 16)) - 1);
+  QKV_UNROLL_TILE for (size_t c = 0; c < C; ++c) {
+    _mm512_mask_storeu_ps(y + c * ldy, lo, acc[c][0]);
+    _mm512_mask_storeu_ps(y + c * ldy + 16, hi, acc[c][1]);
+  }
+}
+
+template <class Dec, size_t C>
+struct PackedTiles {
+  // Inputs [0, M) in tiles of C, the last C' < C by TilePacked<Dec, C'>.
+  QKV_VNNI_INLINE static void Run(size_t M, const uint8_t* a, size_t ab, const float* tab, size_t subs,
+                                  const uint32_t* const (&w)[2], const float* const (&dw)[2],
+                                  const float* const (&mw)[2], float* y, size_t ldy, size_t n) {
+    size_t m = 0;
+    for (; m + C <= M; m += C) {
+      TilePacked<Dec, C>(a + m * ab, ab, tab + m * 3 * subs, subs, w, dw, mw, y + m * ldy, ldy, n);
+    }
+    if constexpr (C > 1) {
+      if (m < M) PackedTiles<Dec, C - 1>::Run(M - m, a + m * ab, ab, tab + m * 3 * subs, subs, w, dw, mw, y + m * ldy, ldy, n);
+    }
+  }
+};
+
+template <class Dec>
+QKV_VNNI_TARGET void GemmPackedType(const uint8_t* base, size_t cols, const uint8_t* xa, const float* tab, size_t M,
+                                    float* y, size_t ldy, size_t n_rows) {
+  using T = PackedType<Dec>;
+  const size_t ab = cols / T::Act::kValues * sizeof(typename T::Act);
+  const size_t rb = cols / T::kValues * sizeof(typename T::Block);
+  const size_t subs = cols / T::kS;
+  // Scratch (64-byte aligned pieces): the decoded rows of one group, two
+  // packed groups, their dw and mw.
+  const size_t lines = cols / 4 * 64, scales = subs * 16 * sizeof(float);
+  static thread_local hwy::AlignedFreeUniquePtr<uint8_t[]> scratch;
+  static thread_local size_t scratch_size = 0;
+  auto up = [](size_t b) { return (b + 63) / 64 * 64; };
+  const size_t need = up(16 * cols) + 2 * up(lines) + 4 * up(scales);
+  if (need > scratch_size) {
+    scratch = hwy::AllocateAligned<uint8_t>(need);
+    scratch_size = need;
+  }
+  uint8_t* p = scratch.get();
+  auto take = [&](size_t bytes) {
+    uint8_t* q = p;
+    p += up(bytes);
+    return q;
+  };
+  auto* rowbuf = take(16 * cols);
+  uint32_t* w[2];
+  float *dw[2], *mw[2];
+  for (auto& g : w) g = reinterpret_cast<uint32_t*>(take(lines));
+  for (int g = 0; g < 2; ++g) dw[g] = reinterpret_cast<float*>(take(scales)), mw[g] = reinterpret_cast<float*>(take(scales));
+  for (size_t r = 0; r < n_rows; r += 32) {
+    const size_t n = std::min<size_t>(32, n_rows - r);
+    for (size_t g = 0; g < 2; ++g) {
+      const size_t n_g = n > 16 * g ? std::min<size_t>(16, n - 16 * g) : 0;
+      PackRows<Dec>(base + (r + 16 * g) * rb, rb, n_g, cols, rowbuf, w[g], dw[g], mw[g]);
+    }
+    const uint32_t* const wc[2] = {w[0], w[1]};
+    const float* const dwc[2] = {dw[0], dw[1]};
+    const float* const mwc[2] = {mw[0], mw[1]};
+    PackedTiles<Dec, kPackedC>::Run(M, xa, ab, tab, subs, wc, dwc, mwc, y + r, ldy, n);
+  }
+}
+
+template <class Dec>
+struct DecTag {
+  using type = Dec;
+};
+
+#undef QKV_UNROLL_TILE
+
+// f(DecTag<decoder of t>{}); false for the types without a packed kernel.
+template <class F>
+HWY_INLINE bool WithPackedDecoder(DType t, const F& f) {
+  switch (t) {
+    case DType::Q8_0: f(DecTag<DecQ8_0>{}); return true;
+    case DType::Q4_0: f(DecTag<DecQ4_0>{}); return true;
+    case DType::Q4_1: f(DecTag<DecQ4_1>{}); return true;
+    case DType::Q5_0: f(DecTag<DecQ5_0>{}); return true;
+    case DType::Q5_1: f(DecTag<DecQ5_1>{}); return true;
+    case DType::IQ4_NL: f(DecTag<DecIQ4_NL>{}); return true;
+    case DType::Q2_K: f(DecTag<DecQ2_K>{}); return true;
+    case DType::Q3_K: f(DecTag<DecQ3_K>{}); return true;
+    case DType::Q4_K: f(DecTag<DecQ4_K>{}); return true;
+    case DType::Q5_K: f(DecTag<DecQ5_K>{}); return true;
+    case DType::Q6_K: f(DecTag<DecQ6_K>{}); return true;
+    case DType::IQ4_XS: f(DecTag<DecIQ4_XS>{}); return true;
+    default: return false;
+  }
+}
+
+HWY_INLINE bool GemmPacked(DType t, const void* rows, size_t cols, const void* xa, const float* tab, size_t M,
+                           float* y, size_t ldy, size_t n_rows) {
+  return WithPackedDecoder(t, [&](auto tag) {
+    GemmPackedType<typename decltype(tag)::type>(static_cast<const uint8_t*>(rows), cols, static_cast<const uint8_t*>(xa), tab, M, y, ldy,
+                        n_rows);
+  });
+}
+
+HWY_INLINE bool PackedTables(DType t, const void* xa, size_t cols, size_t M, float* tables) {
+  return WithPackedDecoder(t, [&](auto tag) {
+    PackedActTables<typename decltype(tag)::type>(static_cast<const uint8_t*>(xa), cols, M, tables);
+  });
+}
+
+// Table floats per input for weights of type t (3 per sub-block).
+HWY_INLINE size_t PackedTableFloats(DType t, size_t cols) {
+  const size_t s = (t == DType::Q2_K || t == DType::Q3_K || t == DType::Q6_K) ? 16 : 32;
+  return 3 * (cols / s);
+}
