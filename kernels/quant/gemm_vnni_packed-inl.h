@@ -32,6 +32,7 @@
 // per-target namespace when HWY_TARGET == HWY_AVX3_DL.
 
 constexpr size_t kPackedC = 6;
+constexpr size_t kPackPrefetchBytes = 4096;
 
 // Loops over a tile's inputs unroll whole, so that their sums and
 // accumulators stay in registers (QKV_UNROLL's 4 left C = 6 arrays on the stack).
@@ -56,76 +57,101 @@ struct PackedType<Dec, true> {  // 256-value super-blocks against Q8_K
       std::is_same_v<Block, BlockQ2_K> || std::is_same_v<Block, BlockQ4_K> || std::is_same_v<Block, BlockQ5_K>;
 };
 
-// One or two blocks' unsigned values at out (Unpack2 for the 32-value types:
-// `pair` says whether b1 is a second block), their sub-block scales dw[s] and
-// min factors mw[s] (kMin), per block.
+// One block's unsigned values at out (256-value types: Unpack) and its
+// sub-block scales sd[j] = d * sc_j and min factors sm[j] (kMin), as vectors.
 template <class Dec>
-QKV_VNNI_INLINE void UnpackPacked(const uint8_t* b, bool pair, uint8_t* HWY_RESTRICT out, float* dw, float* mw) {
+QKV_VNNI_INLINE void UnpackK(const uint8_t* b, uint8_t* HWY_RESTRICT out, float* sd, float* sm) {
   using T = PackedType<Dec>;
   using B = typename T::Block;
-  if constexpr (T::kK) {
-    (void)pair;
-    __m512i u[4];
-    const __m512i sc = Dec::Unpack(b, u);
-    for (int c = 0; c < 4; ++c) _mm512_storeu_si512(out + 64 * c, u[c]);
-    HWY_ALIGN int32_t s[16];
-    _mm512_store_si512(s, sc);
-    const float d = HalfAt(b + offsetof(B, d));
-    for (size_t j = 0; j < T::kSubs; ++j) dw[j] = d * static_cast<float>(s[j]);
-    if constexpr (T::kMin) {
-      const float dmin = HalfAt(b + offsetof(B, dmin));
-      if constexpr (std::is_same_v<B, BlockQ2_K>) {
-        for (size_t j = 0; j < 16; ++j) mw[j] = -dmin * static_cast<float>(b[offsetof(B, scales) + j] >> 4);
-      } else {
-        uint64_t scs, m;
-        K4ScalesMins(b + offsetof(B, scales), &scs, &m);
-        for (size_t j = 0; j < 8; ++j) mw[j] = -dmin * static_cast<float>((m >> (8 * j)) & 0xFF);
-      }
-    }
-  } else {
-    const uint8_t* b1 = pair ? b + sizeof(B) : b;
-    const __m512i u = Dec::Unpack2(b, b1);
-    if (pair) {
-      _mm512_storeu_si512(out, u);
+  constexpr __mmask16 kSubsMask = static_cast<__mmask16>((1u << T::kSubs) - 1);
+  __m512i u[4];
+  const __m512i sc = Dec::Unpack(b, u);
+  for (int c = 0; c < 4; ++c) _mm512_storeu_si512(out + 64 * c, u[c]);
+  _mm512_mask_storeu_ps(sd, kSubsMask, _mm512_mul_ps(_mm512_set1_ps(HalfAt(b + offsetof(B, d))), _mm512_cvtepi32_ps(sc)));
+  if constexpr (T::kMin) {
+    __m512i m;
+    if constexpr (std::is_same_v<B, BlockQ2_K>) {
+      m = _mm512_srli_epi32(_mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + offsetof(B, scales)))), 4);
     } else {
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), _mm512_castsi512_si256(u));
+      uint64_t scs, mins;
+      K4ScalesMins(b + offsetof(B, scales), &scs, &mins);
+      m = _mm512_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<long long>(mins)));
     }
-    for (size_t k = 0; k < (pair ? 2u : 1u); ++k) {
-      dw[k] = HalfAt(b + k * sizeof(B) + offsetof(B, d));
-      if constexpr (T::kMin) mw[k] = HalfAt(b + k * sizeof(B) + offsetof(B, m));
-    }
+    const __m512 dmin = _mm512_set1_ps(-HalfAt(b + offsetof(B, dmin)));
+    _mm512_mask_storeu_ps(sm, kSubsMask, _mm512_mul_ps(dmin, _mm512_cvtepi32_ps(m)));
+  }
+}
+
+// v[0 .. n) to dst + 64 bytes * k. (A loop to a variable n became a copy of
+// v through the stack by rep movsq: 6% of a batched decode step.)
+template <class T>
+QKV_VNNI_INLINE void StoreLines(const __m512i (&v)[16], size_t n, T* dst) {
+  auto* out = reinterpret_cast<uint8_t*>(dst);
+  if (n == 16) {
+    QKV_UNROLL_TILE for (size_t k = 0; k < 16; ++k) _mm512_store_si512(out + 64 * k, v[k]);
+    return;
+  }
+  for (size_t k = 0; k < n; ++k) _mm512_store_si512(out + 64 * k, v[k]);
+}
+
+// 16 rows x subs values, row r at src + r * ld (ld a multiple of 16), as
+// lines: dst[j * 16 + r].
+QKV_VNNI_INLINE void TransposeScales(const float* src, size_t ld, size_t subs, float* HWY_RESTRICT dst) {
+  for (size_t j = 0; j < subs; j += 16) {
+    __m512i v[16];
+    for (size_t r = 0; r < 16; ++r) v[r] = _mm512_castps_si512(_mm512_load_ps(src + r * ld + j));
+    avx512::Transpose16x16(v);
+    StoreLines(v, std::min<size_t>(16, subs - j), dst + j * 16);
   }
 }
 
 // A group of 16 weight rows (n < 16 real, the rest zero) packed: w (cols / 4
 // lines of 16 rows x 4 bytes), dw and mw (cols / S sub-blocks x 16 rows).
-// rowbuf: 16 * cols bytes of scratch.
+// Scratch: rowbuf (16 * cols bytes), sd and sm (16 rows of ld floats each,
+// ld >= subs rounded up to 16): the rows' values and scales before the
+// transposes.
 template <class Dec>
 QKV_VNNI_TARGET void PackRows(const uint8_t* rows, size_t stride, size_t n, size_t cols, uint8_t* HWY_RESTRICT rowbuf,
-                              uint32_t* HWY_RESTRICT w, float* HWY_RESTRICT dw, float* HWY_RESTRICT mw) {
+                              float* HWY_RESTRICT sd, float* HWY_RESTRICT sm, size_t ld, uint32_t* HWY_RESTRICT w,
+                              float* HWY_RESTRICT dw, float* HWY_RESTRICT mw) {
   using T = PackedType<Dec>;
   using B = typename T::Block;
   const size_t nb = cols / T::kValues, subs = cols / T::kS;
-  constexpr size_t kStep = T::kK ? 1 : 2;  // blocks per unpack
-  HWY_ALIGN float sd[16], sm[16];
   for (size_t r = 0; r < 16; ++r) {
     uint8_t* out = rowbuf + r * cols;
+    float* d = sd + r * ld;
+    float* m = sm + r * ld;
     if (r >= n) {
       std::memset(out, 0, cols);
-      for (size_t j = 0; j < subs; ++j) dw[j * 16 + r] = 0.0f, mw[j * 16 + r] = 0.0f;
+      std::memset(d, 0, ld * sizeof(float));
+      std::memset(m, 0, ld * sizeof(float));
       continue;
     }
     const uint8_t* row = rows + r * stride;
-    for (size_t i = 0; i < nb; i += kStep) {
-      const bool pair = kStep == 2 && i + 1 < nb;
-      UnpackPacked<Dec>(row + i * sizeof(B), pair, out + i * T::kValues, sd, sm);
-      const size_t count = T::kK ? T::kSubs : (pair ? 2 : 1);
-      for (size_t s = 0; s < count; ++s) {
-        dw[(i * T::kSubs + s) * 16 + r] = sd[s];
-        mw[(i * T::kSubs + s) * 16 + r] = T::kMin ? sm[s] : 0.0f;
+    // The rows are contiguous and read once: prefetch kPackPrefetchBytes
+    // ahead (batched decode streams every weight once per step, and the
+    // unpacking otherwise waited on each row's first loads).
+    for (size_t o = 0; o < stride; o += 64) _mm_prefetch(reinterpret_cast<const char*>(row + kPackPrefetchBytes + o), _MM_HINT_T0);
+    if constexpr (T::kK) {
+      for (size_t i = 0; i < nb; ++i) UnpackK<Dec>(row + i * sizeof(B), out + i * kQK, d + i * T::kSubs, m + i * T::kSubs);
+    } else {
+      for (size_t i = 0; i < nb; i += 2) {
+        const bool pair = i + 1 < nb;
+        const __m512i u = Dec::Unpack2(row + i * sizeof(B), row + (pair ? i + 1 : i) * sizeof(B));
+        if (pair) {
+          _mm512_storeu_si512(out + i * 32, u);
+        } else {
+          _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i * 32), _mm512_castsi512_si256(u));
+        }
+      }
+      for (size_t i = 0; i < nb; ++i) {
+        d[i] = HalfAt(row + i * sizeof(B) + offsetof(B, d));
+        if constexpr (T::kMin) m[i] = HalfAt(row + i * sizeof(B) + offsetof(B, m));
       }
     }
   }
+  TransposeScales(sd, ld, subs, dw);
+  if constexpr (T::kMin) TransposeScales(sm, ld, subs, mw);
   // 64 columns of the 16 rows at a time: row r's 16 words of 4 values,
   // transposed so that line k holds word k of every row.
   for (size_t c = 0; c < cols; c += 64) {
@@ -134,8 +160,19 @@ QKV_VNNI_TARGET void PackRows(const uint8_t* rows, size_t stride, size_t n, size
     const __mmask16 lanes = static_cast<__mmask16>(words == 16 ? 0xFFFF : (1u << words) - 1);
     for (size_t r = 0; r < 16; ++r) v[r] = _mm512_maskz_loadu_epi32(lanes, rowbuf + r * cols + c);
     avx512::Transpose16x16(v);
-    for (size_t k = 0; k < words; ++k) _mm512_store_si512(w + (c / 4 + k) * 16, v[k]);
+    StoreLines(v, words, w + c / 4 * 16);
   }
+}
+
+// 4 bytes at p in every 32-bit lane by vbroadcastss from memory, a load-port
+// operation: the vpbroadcastd that the compiler makes of _mm512_set1_epi32
+// also took a shuffle port here, which vpdpbusd shares (a loop of this
+// kernel's k-step: 4.3 against 4.9 G vpdpbusd/s per core).
+QKV_VNNI_INLINE __m512i BroadcastU32(const uint8_t* p) {
+  using U32 = uint32_t __attribute__((may_alias, aligned(1)));
+  __m512i v;
+  __asm__("vbroadcastss %1, %0" : "=v"(v) : "m"(*reinterpret_cast<const U32*>(p)));
+  return v;
 }
 
 // Where sub-block j's activation bytes start in an input's quantized row.
@@ -205,23 +242,24 @@ QKV_VNNI_TARGET void TilePacked(const uint8_t* HWY_RESTRICT a, size_t ab, const 
   const float* da = tab;
   const float* ms = tab + subs;
   const auto* corr = reinterpret_cast<const int32_t*>(tab + 2 * subs);
+  const __mmask16 lo = static_cast<__mmask16>(n >= 16 ? 0xFFFF : (1u << n) - 1);
+  const __mmask16 hi = static_cast<__mmask16>(n >= 32 ? 0xFFFF : n <= 16 ? 0 : (1u << (n - 16)) - 1);
   __m512 acc[C][2];
   QKV_UNROLL_TILE for (size_t c = 0; c < C; ++c) acc[c][0] = acc[c][1] = _mm512_setzero_ps();
   for (size_t j = 0; j < subs; ++j) {
     __m512i sum[C][2];
     QKV_UNROLL_TILE for (size_t c = 0; c < C; ++c) {
-      sum[c][0] = Dec::kOffset != 0 ? _mm512_set1_epi32(corr[c * ts + j]) : _mm512_setzero_si512();
+      sum[c][0] = Dec::kOffset != 0 ? BroadcastU32(reinterpret_cast<const uint8_t*>(corr + c * ts + j))
+                                    : _mm512_setzero_si512();
       sum[c][1] = sum[c][0];
     }
     const uint8_t* aj = a + PackedActOffset<Dec>(j);
     const uint32_t* w0 = w[0] + j * kLines * 16;
     const uint32_t* w1 = w[1] + j * kLines * 16;
-    for (size_t k = 0; k < kLines; ++k) {
+    QKV_UNROLL_TILE for (size_t k = 0; k < kLines; ++k) {
       const __m512i l0 = _mm512_load_si512(w0 + k * 16), l1 = _mm512_load_si512(w1 + k * 16);
       QKV_UNROLL_TILE for (size_t c = 0; c < C; ++c) {
-        int32_t q;
-        std::memcpy(&q, aj + c * ab + 4 * k, 4);
-        const __m512i x = _mm512_set1_epi32(q);
+        const __m512i x = BroadcastU32(aj + c * ab + 4 * k);
         sum[c][0] = _mm512_dpbusd_epi32(sum[c][0], l0, x);
         sum[c][1] = _mm512_dpbusd_epi32(sum[c][1], l1, x);
       }
@@ -241,8 +279,6 @@ QKV_VNNI_TARGET void TilePacked(const uint8_t* HWY_RESTRICT a, size_t ab, const 
       }
     }
   }
-  const __mmask16 lo = static_cast<__mmask16>(n >= 16 ? 0xFFFF : (1u << n) - 1);
-  const __mmask16 hi = static_cast<__mmask16>(n >= 32 ? 0xFFFF : n <= 16 ? 0 : (1u << (n - 16)) - 1);
   QKV_UNROLL_TILE for (size_t c = 0; c < C; ++c) {
     _mm512_mask_storeu_ps(y + c * ldy, lo, acc[c][0]);
     _mm512_mask_storeu_ps(y + c * ldy + 16, hi, acc[c][1]);
@@ -260,7 +296,9 @@ struct PackedTiles {
       TilePacked<Dec, C>(a + m * ab, ab, tab + m * 3 * subs, subs, w, dw, mw, y + m * ldy, ldy, n);
     }
     if constexpr (C > 1) {
-      if (m < M) PackedTiles<Dec, C - 1>::Run(M - m, a + m * ab, ab, tab + m * 3 * subs, subs, w, dw, mw, y + m * ldy, ldy, n);
+      if (m < M) {
+        PackedTiles<Dec, C - 1>::Run(M - m, a + m * ab, ab, tab + m * 3 * subs, subs, w, dw, mw, y + m * ldy, ldy, n);
+      }
     }
   }
 };
@@ -272,13 +310,13 @@ QKV_VNNI_TARGET void GemmPackedType(const uint8_t* base, size_t cols, const uint
   const size_t ab = cols / T::Act::kValues * sizeof(typename T::Act);
   const size_t rb = cols / T::kValues * sizeof(typename T::Block);
   const size_t subs = cols / T::kS;
-  // Scratch (64-byte aligned pieces): the decoded rows of one group, two
-  // packed groups, their dw and mw.
-  const size_t lines = cols / 4 * 64, scales = subs * 16 * sizeof(float);
+  // Scratch (64-byte aligned pieces): the decoded rows of one group and
+  // their scales, two packed groups, their dw and mw.
+  const size_t lines = cols / 4 * 64, scales = subs * 16 * sizeof(float), ld = (subs + 15) / 16 * 16;
   static thread_local hwy::AlignedFreeUniquePtr<uint8_t[]> scratch;
   static thread_local size_t scratch_size = 0;
   auto up = [](size_t b) { return (b + 63) / 64 * 64; };
-  const size_t need = up(16 * cols) + 2 * up(lines) + 4 * up(scales);
+  const size_t need = up(16 * cols) + 2 * up(16 * ld * sizeof(float)) + 2 * up(lines) + 4 * up(scales);
   if (need > scratch_size) {
     scratch = hwy::AllocateAligned<uint8_t>(need);
     scratch_size = need;
@@ -290,6 +328,8 @@ QKV_VNNI_TARGET void GemmPackedType(const uint8_t* base, size_t cols, const uint
     return q;
   };
   auto* rowbuf = take(16 * cols);
+  auto* sd = reinterpret_cast<float*>(take(16 * ld * sizeof(float)));
+  auto* sm = reinterpret_cast<float*>(take(16 * ld * sizeof(float)));
   uint32_t* w[2];
   float *dw[2], *mw[2];
   for (auto& g : w) g = reinterpret_cast<uint32_t*>(take(lines));
@@ -298,7 +338,7 @@ QKV_VNNI_TARGET void GemmPackedType(const uint8_t* base, size_t cols, const uint
     const size_t n = std::min<size_t>(32, n_rows - r);
     for (size_t g = 0; g < 2; ++g) {
       const size_t n_g = n > 16 * g ? std::min<size_t>(16, n - 16 * g) : 0;
-      PackRows<Dec>(base + (r + 16 * g) * rb, rb, n_g, cols, rowbuf, w[g], dw[g], mw[g]);
+      PackRows<Dec>(base + (r + 16 * g) * rb, rb, n_g, cols, rowbuf, sd, sm, ld, w[g], dw[g], mw[g]);
     }
     const uint32_t* const wc[2] = {w[0], w[1]};
     const float* const dwc[2] = {dw[0], dw[1]};
