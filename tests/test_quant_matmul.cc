@@ -1,6 +1,6 @@
-// ctest-labels: kernels
+// ctest-labels: kernels asan
 // Batches (matmul, M >= 2) of the ggml block types: every type at M = 2, 3,
-// 16 (the small-batch kernel), 17, 64, 300 (oneDNN on decoded tiles), on
+// 5, 16 (the small-batch kernel), 17, 33, 64, 300 (oneDNN on decoded tiles), on
 // row counts that leave partial row blocks and rows of one, several and
 // unequal column passes, on 1 and 2 threads, against the fp64 reference
 // matmul_reference (rows dequantized by decode_row, ggml's values) on the
@@ -20,9 +20,12 @@
 // matvec's bit for bit (its own accuracy is tests/test_quant_matvec.cc's).
 // A wrong nibble, bit plane, scale, min or sub-block shows as an error of the
 // order of a whole weight, far outside the bound. On CPUs with AVX-512 VNNI
-// the block types go through the integer block GEMM instead (ggml's
-// arithmetic on each input's activation blocks): there every output must
-// equal quant_dot_rows_scalar's for its input bit for bit; the other paths are
+// the block types go through the integer block GEMMs instead (ggml's integer
+// sums on each input's activation blocks): from kQuantGemmPackedMinInputs
+// inputs the packed-weight kernel, within check_packed's f32 bound of the
+// fp64 reference on those blocks; below it (and at every size with
+// set_quant_gemm_packed(false)) the tile kernel, whose every output must equal
+// quant_dot_rows_scalar's for its input bit for bit; the other paths are
 // tested too, with set_block_gemm(false).
 #include <doctest/doctest.h>
 #include <omp.h>
