@@ -89,6 +89,9 @@ struct BatchActivations {
 
 bool block_gemm_type(DType t, int64_t M) {
   if (!g_block_gemm_allowed || !dtype_is_quantized(t) || !quant_gemm_available(t)) return false;
+  // Batches too small for the packed kernel go input by input through the
+  // decode matvec (kernels/linear.cc); Q8_0's own matvec is not ggml's.
+  if (t != DType::Q8_0 && static_cast<size_t>(M) < kQuantGemmPackedMinInputs) return false;
   // 32-value blocks cost one f32 fused multiply-add per 32 values and lane
   // half (ggml's arithmetic): at batched-decode sizes the small-batch
   // kernel's bf16 dot products on decoded tiles were faster where the CPU has

@@ -507,7 +507,10 @@ bool ggml_dot_type(DType t) { return dtype_is_quantized(t) && t != DType::Q8_0; 
 // stays far below the 10% of each preset's own (docs/design.md, quantized
 // weights).
 bool ggml_batch_per_input(DType t, int64_t M) {
-  if (!ggml_dot_type(t) || detail::matmul_small_precision(t) == detail::GemmPrecision::kBF16) return false;
+  if (!ggml_dot_type(t)) return false;
+  // Below the packed kernel's batches (kernels/quant/vec_dot.h) on CPUs that have it.
+  if (quant_gemm_available(t) && static_cast<size_t>(M) < kQuantGemmPackedMinInputs) return true;
+  if (detail::matmul_small_precision(t) == detail::GemmPrecision::kBF16) return false;
   return M <= kMatmulSmallMaxM || omp_in_parallel() || current_team() != nullptr;
 }
 

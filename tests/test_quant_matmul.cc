@@ -60,9 +60,11 @@ TestMatrix random_matrix(DType t, int64_t rows, int64_t cols, std::mt19937& g) {
   return tm;
 }
 
-// Whether matmul with M inputs goes input by input (no batch kernel for t here;
-// Q8_0 always has the f32 small-batch kernel).
+// Whether matmul with M inputs goes input by input (no batch kernel for t here,
+// or a batch below the packed kernel's; Q8_0 always has the f32 small-batch
+// kernel).
 bool per_input(DType t, int64_t M) {
+  if (t != DType::Q8_0 && quant_gemm_available(t) && static_cast<size_t>(M) < kQuantGemmPackedMinInputs) return true;
   return t != DType::Q8_0 && M <= kMatmulSmallMaxM && detail::matmul_small_precision(t) == detail::GemmPrecision::kF32;
 }
 

@@ -47,7 +47,8 @@ void quant_dot_rows_scalar(DType t, const void* rows, size_t cols, const void* x
 // quant_dot_rows' by f32 rounding only. quant_gemm_packed(M) says whether a
 // batch of M inputs takes it: from kQuantGemmPackedMinInputs (below, the
 // decoding outweighs the dot products: 143M Q4_K_M, 2 sequences, 14.1 ms a
-// step against 11.3 ms for two single steps), never after
+// step against 11.3 ms for two single steps, so batches of 2 of the ggml
+// block types go input by input through quant_dot_rows), never after
 // set_quant_gemm_packed(false) (tests and benchmarks).
 bool quant_gemm_available(DType t);
 void quant_gemm(DType t, const void* rows, size_t cols, const void* xa, size_t M, float* y, size_t ldy,
@@ -56,7 +57,7 @@ void quant_gemm(DType t, const void* rows, size_t cols, const void* xa, size_t M
 // quant_gemm_table_floats(t, cols) floats per input, inputs back to back.
 size_t quant_gemm_table_floats(DType t, size_t cols);
 void quant_gemm_tables(DType t, const void* xa, size_t cols, size_t M, float* tables);
-constexpr size_t kQuantGemmPackedMinInputs = 4;
+constexpr size_t kQuantGemmPackedMinInputs = 3;
 bool quant_gemm_packed(size_t M);
 void set_quant_gemm_packed(bool allowed);
 
