@@ -25,8 +25,9 @@
 // int32 sums and as many f32 accumulators in registers; per 4 columns two
 // line loads and one broadcast per input feed 2 x kPackedC vpdpbusd.
 // Against the tile kernel of gemm_vnni-inl.h (4 rows x 4 inputs, horizontal
-// sums per block), 143M synthetic model, 2 threads: prefill 512 Q4_K_M 399 ->
-// 1354 tok/s, Q4_0 498 -> 1380; 16 sequences of Q4_K_M 307 -> 724.
+// sums per block), 143M synthetic model, 2 threads, Xeon guest without AMX:
+// prefill 512 Q4_K_M 399 -> ~1450 tok/s, Q4_0 498 -> ~1450; 16 sequences of
+// Q4_K_M 307 -> 700-760 (scripts/speed_table.sh, docs/design.md).
 //
 // Included by kernels/quant/vec_dot.cc after gemm_vnni-inl.h, inside its
 // per-target namespace when HWY_TARGET == HWY_AVX3_DL.
