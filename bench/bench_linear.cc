@@ -170,7 +170,8 @@ void BM_matvec(benchmark::State& state, DType t, int64_t rows, int64_t cols, boo
 // 3 = matmul() with the small-batch kernel kept off AMX tiles, 4 = one matvec
 // per input (the decode path: each weight read M times), 5 = matmul() with the
 // integer block GEMM off (block types: decoded bf16/f32 tiles, as on CPUs
-// without AVX-512 VNNI that have AVX512_BF16).
+// without AVX-512 VNNI that have AVX512_BF16), 6 = matmul() with the block
+// GEMM's packed-weight kernel off (its 4x4 tile kernel at every batch size).
 // With `stream`, calls cycle through copies of W (>= kStreamBytes in all), so
 // the weights come from DRAM as in a model's decode step; otherwise one copy
 // (which for these shapes stays in the 32 MB L3 between calls).
@@ -183,10 +184,11 @@ void BM_matmul(benchmark::State& state, DType t, int64_t rows, int64_t cols, int
   // mode 3: the small-batch kernel without AMX tiles (its AVX512_BF16 kernel).
   detail::set_matmul_small_amx(mode != 3);
   detail::set_block_gemm(mode != 5);
+  set_quant_gemm_packed(mode != 6);
   size_t i = 0;
   for (auto _ : state) {
     const Matrix m = w.matrix(i++);
-    if (mode == 0 || mode == 3 || mode == 5) matmul(m, X.data(), M, Y.data());
+    if (mode == 0 || mode == 3 || mode == 5 || mode == 6) matmul(m, X.data(), M, Y.data());
     else if (mode == 4) for (int64_t k = 0; k < M; ++k) matvec(m, X.data() + k * cols, Y.data() + k * rows);
     else detail::matmul_onednn(m, X.data(), M, Y.data(),
                                mode == 1 ? detail::GemmPrecision::kF32 : detail::GemmPrecision::kBF16);
@@ -195,6 +197,7 @@ void BM_matmul(benchmark::State& state, DType t, int64_t rows, int64_t cols, int
   }
   detail::set_matmul_small_amx(true);
   detail::set_block_gemm(true);
+  set_quant_gemm_packed(true);
   state.counters["FLOP/s"] = benchmark::Counter(2.0 * M * rows * cols * state.iterations(),
                                                 benchmark::Counter::kIsRate, benchmark::Counter::kIs1000);
   state.counters["peak_rss_MB"] = peak_rss_mb();
@@ -266,19 +269,24 @@ int register_all() {
           ->Args({1, 0})->Args({2, 0})->UseRealTime();
     }
     // Batches: prefill-sized and batched decode (the integer block GEMM where
-    // the CPU has AVX-512 VNNI), against the decoded-tile paths (oneDNN f32,
+    // the CPU has AVX-512 VNNI: its packed-weight kernel, and its 4x4 tile
+    // kernel as matmul_vnni_tile), against the decoded-tile paths (oneDNN f32,
     // the small-batch kernel's bf16) and one matvec per input.
     const auto& s = kMatvecShapes[4];
     const std::string shape = std::to_string(s.rows) + "x" + std::to_string(s.cols);
-    for (int mode : {0, 5, 4}) {
-      benchmark::RegisterBenchmark(((mode == 0 ? "matmul/" : mode == 5 ? "matmul_tiles/" : "matmul_per_input/") +
+    for (int mode : {0, 6, 5, 4}) {
+      benchmark::RegisterBenchmark(((mode == 0   ? "matmul/"
+                                     : mode == 6 ? "matmul_vnni_tile/"
+                                     : mode == 5 ? "matmul_tiles/"
+                                                 : "matmul_per_input/") +
                                     std::string(dtype_name(t)) + "/" + shape).c_str(),
                                    BM_matmul, t, s.rows, s.cols, mode, false)
           ->Args({16, 2})->Args({512, 2})->UseRealTime();
     }
     // The 143M model's FFN up (batched decode of 16 sequences), short rows.
-    for (int mode : {0, 5}) {
-      benchmark::RegisterBenchmark(((mode == 0 ? "matmul/" : "matmul_tiles/") + std::string(dtype_name(t)) + "/2048x768").c_str(),
+    for (int mode : {0, 6, 5}) {
+      benchmark::RegisterBenchmark(((mode == 0 ? "matmul/" : mode == 6 ? "matmul_vnni_tile/" : "matmul_tiles/") +
+                                    std::string(dtype_name(t)) + "/2048x768").c_str(),
                                    BM_matmul, t, 2048, 768, mode, false)
           ->Args({16, 1})->Args({16, 2})->UseRealTime();
     }
