@@ -92,13 +92,15 @@ bool block_gemm_type(DType t, int64_t M) {
   // Batches too small for the packed kernel go input by input through the
   // decode matvec (kernels/linear.cc); Q8_0's own matvec is not ggml's.
   if (t != DType::Q8_0 && static_cast<size_t>(M) < kQuantGemmPackedMinInputs) return false;
-  // 32-value blocks cost one f32 fused multiply-add per 32 values and lane
-  // half (ggml's arithmetic): at batched-decode sizes the small-batch
-  // kernel's bf16 dot products on decoded tiles were faster where the CPU has
-  // them (bench_linear matmul/q4_0/2048x768/16/1, CPU time: 0.58 ms here,
+  // The packed kernel wherever it applies (bench_linear
+  // '^matmul(_vnni_tile)?/q4_0/5632x2048/16/2': 1.23 against 3.93 ms). With
+  // it off, the tile kernel's 32-value blocks cost one f32 fused multiply-add
+  // per 32 values and lane half (ggml's arithmetic): at batched-decode sizes
+  // the small-batch kernel's bf16 dot products on decoded tiles were faster
+  // where the CPU has them (matmul/q4_0/2048x768/16/1, CPU time: 0.58 ms here,
   // 0.48 ms matmul_tiles), the K-quants not (Q4_K 0.50 vs 0.61, Q6_K 0.38 vs
-  // 0.48). Prefill sizes: the block GEMM always (Q4_0 5632x2048, 512 inputs,
-  // 2 threads: 32-38 GFLOP/s against oneDNN f32's 12-19).
+  // 0.48); prefill sizes take the block GEMM always (Q4_0 5632x2048, 512
+  // inputs, 2 threads: 32-38 GFLOP/s against oneDNN f32's 12-19).
   return M > kMatmulSmallMaxM || dtype_block_values(t) != 32 || matmul_small_precision(t) != GemmPrecision::kBF16 ||
          quant_gemm_packed(static_cast<size_t>(M));
 }

@@ -44,7 +44,6 @@
 
 using namespace qkv;
 using namespace qkv::testing;
-using qkv::testing::ActRef;
 
 namespace {
 
@@ -281,5 +280,24 @@ TEST_CASE("decode_rows_f32_blocks gives decode_row's values exactly") {
     if (!detail::decode_rows_f32_blocks(w.m, 1, 4, got.data())) continue;  // no AVX-512 decoders here
     const std::vector<float> want(w.decoded.begin() + 512, w.decoded.begin() + 4 * 512);
     CHECK(got == want);
+  }
+}
+
+TEST_CASE("the packed kernel's tables refuse types and row lengths they cannot take") {
+  std::vector<uint8_t> xa(act_bytes(DType::Q4_K, 512));
+  std::vector<float> tables(3 * 512 / 16);
+  CHECK_THROWS_WITH(quant_gemm_tables(DType::F32, xa.data(), 512, 1, tables.data()),
+                    doctest::Contains("quant_gemm_tables: 512 columns of f32"));
+  CHECK_THROWS_WITH(quant_gemm_tables(DType::Q4_K, xa.data(), 96, 1, tables.data()),
+                    doctest::Contains("quant_gemm_tables: 96 columns of q4_k"));
+  if (quant_gemm_available(DType::Q4_K)) {
+    CHECK(quant_gemm_table_floats(DType::Q4_K, 512) == 3 * 512 / 32);
+    CHECK(quant_gemm_table_floats(DType::Q6_K, 512) == 3 * 512 / 16);
+    CHECK(quant_gemm_table_floats(DType::Q4_0, 512) == 3 * 512 / 32);
+    CHECK_NOTHROW(quant_gemm_tables(DType::Q4_K, xa.data(), 512, 1, tables.data()));
+  } else {
+    // No packed kernel on this CPU: a clear error, not garbage.
+    CHECK_THROWS_WITH(quant_gemm_tables(DType::Q4_K, xa.data(), 512, 1, tables.data()),
+                      doctest::Contains("no packed kernel"));
   }
 }

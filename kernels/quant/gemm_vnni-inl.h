@@ -213,19 +213,12 @@ QKV_VNNI_TARGET void Gemm32(const uint8_t* base, size_t cols, const void* xa, si
 HWY_INLINE bool GemmVnni(DType t, const void* rows, size_t cols, const void* xa, size_t M, float* y, size_t ldy,
                          size_t n_rows) {
   const auto* b = static_cast<const uint8_t*>(rows);
-  switch (t) {
-    case DType::Q8_0: Gemm32<DecQ8_0>(b, cols, xa, M, y, ldy, n_rows); return true;
-    case DType::Q4_0: Gemm32<DecQ4_0>(b, cols, xa, M, y, ldy, n_rows); return true;
-    case DType::Q4_1: Gemm32<DecQ4_1>(b, cols, xa, M, y, ldy, n_rows); return true;
-    case DType::Q5_0: Gemm32<DecQ5_0>(b, cols, xa, M, y, ldy, n_rows); return true;
-    case DType::Q5_1: Gemm32<DecQ5_1>(b, cols, xa, M, y, ldy, n_rows); return true;
-    case DType::IQ4_NL: Gemm32<DecIQ4_NL>(b, cols, xa, M, y, ldy, n_rows); return true;
-    case DType::Q2_K: KGemm<DecQ2_K>(b, cols, xa, M, y, ldy, n_rows); return true;
-    case DType::Q3_K: KGemm<DecQ3_K>(b, cols, xa, M, y, ldy, n_rows); return true;
-    case DType::Q4_K: KGemm<DecQ4_K>(b, cols, xa, M, y, ldy, n_rows); return true;
-    case DType::Q5_K: KGemm<DecQ5_K>(b, cols, xa, M, y, ldy, n_rows); return true;
-    case DType::Q6_K: KGemm<DecQ6_K>(b, cols, xa, M, y, ldy, n_rows); return true;
-    case DType::IQ4_XS: KGemm<DecIQ4_XS>(b, cols, xa, M, y, ldy, n_rows); return true;
-    default: return false;
-  }
+  return WithVnniDecoder(t, [&](auto tag) {
+    using Dec = typename decltype(tag)::type;
+    if constexpr (Dec::Block::kValues == kQK) {
+      KGemm<Dec>(b, cols, xa, M, y, ldy, n_rows);
+    } else {
+      Gemm32<Dec>(b, cols, xa, M, y, ldy, n_rows);
+    }
+  });
 }

@@ -348,49 +348,25 @@ QKV_VNNI_TARGET void GemmPackedType(const uint8_t* base, size_t cols, const uint
   }
 }
 
-template <class Dec>
-struct DecTag {
-  using type = Dec;
-};
-
 #undef QKV_UNROLL_TILE
-
-// f(DecTag<decoder of t>{}); false for the types without a packed kernel.
-template <class F>
-HWY_INLINE bool WithPackedDecoder(DType t, const F& f) {
-  switch (t) {
-    case DType::Q8_0: f(DecTag<DecQ8_0>{}); return true;
-    case DType::Q4_0: f(DecTag<DecQ4_0>{}); return true;
-    case DType::Q4_1: f(DecTag<DecQ4_1>{}); return true;
-    case DType::Q5_0: f(DecTag<DecQ5_0>{}); return true;
-    case DType::Q5_1: f(DecTag<DecQ5_1>{}); return true;
-    case DType::IQ4_NL: f(DecTag<DecIQ4_NL>{}); return true;
-    case DType::Q2_K: f(DecTag<DecQ2_K>{}); return true;
-    case DType::Q3_K: f(DecTag<DecQ3_K>{}); return true;
-    case DType::Q4_K: f(DecTag<DecQ4_K>{}); return true;
-    case DType::Q5_K: f(DecTag<DecQ5_K>{}); return true;
-    case DType::Q6_K: f(DecTag<DecQ6_K>{}); return true;
-    case DType::IQ4_XS: f(DecTag<DecIQ4_XS>{}); return true;
-    default: return false;
-  }
-}
 
 HWY_INLINE bool GemmPacked(DType t, const void* rows, size_t cols, const void* xa, const float* tab, size_t M,
                            float* y, size_t ldy, size_t n_rows) {
-  return WithPackedDecoder(t, [&](auto tag) {
-    GemmPackedType<typename decltype(tag)::type>(static_cast<const uint8_t*>(rows), cols, static_cast<const uint8_t*>(xa), tab, M, y, ldy,
-                        n_rows);
+  return WithVnniDecoder(t, [&](auto tag) {
+    GemmPackedType<typename decltype(tag)::type>(static_cast<const uint8_t*>(rows), cols,
+                                                 static_cast<const uint8_t*>(xa), tab, M, y, ldy, n_rows);
   });
 }
 
 HWY_INLINE bool PackedTables(DType t, const void* xa, size_t cols, size_t M, float* tables) {
-  return WithPackedDecoder(t, [&](auto tag) {
+  return WithVnniDecoder(t, [&](auto tag) {
     PackedActTables<typename decltype(tag)::type>(static_cast<const uint8_t*>(xa), cols, M, tables);
   });
 }
 
 // Table floats per input for weights of type t (3 per sub-block).
 HWY_INLINE size_t PackedTableFloats(DType t, size_t cols) {
-  const size_t s = (t == DType::Q2_K || t == DType::Q3_K || t == DType::Q6_K) ? 16 : 32;
-  return 3 * (cols / s);
+  size_t n = 0;
+  WithVnniDecoder(t, [&](auto tag) { n = 3 * (cols / PackedType<typename decltype(tag)::type>::kS); });
+  return n;
 }

@@ -307,21 +307,17 @@ QKV_VNNI_TARGET void Vnni32(const uint8_t* base, size_t cols, const void* xa, fl
   for (size_t r = 4 * L; r < n_rows; ++r) Rows32Vnni<Dec, 1>(base + r * rb, rb, nb, act, fields, y + r, 1);
 }
 
-// Returns false for the types without a VNNI kernel.
+// Returns false for the types without a VNNI kernel (Q8_0's matvec is
+// kernels/linear.cc's).
 HWY_INLINE bool DotRowsVnni(DType t, const void* rows, size_t cols, const void* xa, float* y, size_t n_rows) {
+  if (t == DType::Q8_0) return false;
   const auto* base = static_cast<const uint8_t*>(rows);
-  switch (t) {
-    case DType::Q4_0: Vnni32<DecQ4_0>(base, cols, xa, y, n_rows); return true;
-    case DType::Q4_1: Vnni32<DecQ4_1>(base, cols, xa, y, n_rows); return true;
-    case DType::Q5_0: Vnni32<DecQ5_0>(base, cols, xa, y, n_rows); return true;
-    case DType::Q5_1: Vnni32<DecQ5_1>(base, cols, xa, y, n_rows); return true;
-    case DType::IQ4_NL: Vnni32<DecIQ4_NL>(base, cols, xa, y, n_rows); return true;
-    case DType::Q2_K: KVnni<DecQ2_K>(base, cols, xa, y, n_rows); return true;
-    case DType::Q3_K: KVnni<DecQ3_K>(base, cols, xa, y, n_rows); return true;
-    case DType::Q4_K: KVnni<DecQ4_K>(base, cols, xa, y, n_rows); return true;
-    case DType::Q5_K: KVnni<DecQ5_K>(base, cols, xa, y, n_rows); return true;
-    case DType::Q6_K: KVnni<DecQ6_K>(base, cols, xa, y, n_rows); return true;
-    case DType::IQ4_XS: KVnni<DecIQ4_XS>(base, cols, xa, y, n_rows); return true;
-    default: return false;
-  }
+  return WithVnniDecoder(t, [&](auto tag) {
+    using Dec = typename decltype(tag)::type;
+    if constexpr (Dec::Block::kValues == kQK) {
+      KVnni<Dec>(base, cols, xa, y, n_rows);
+    } else if constexpr (!std::is_same_v<Dec, DecQ8_0>) {  // (its blocks exceed FieldGather's reach)
+      Vnni32<Dec>(base, cols, xa, y, n_rows);
+    }
+  });
 }

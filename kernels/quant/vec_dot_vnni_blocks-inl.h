@@ -300,3 +300,30 @@ struct DecIQ4_XS : Finish8 {
                             _mm512_set1_epi32(32));
   }
 };
+
+// The decoder of each block type, for the kernels' dispatch:
+// f(DecTag<decoder of t>{}); false for the types without one (the
+// unquantized types).
+template <class Dec>
+struct DecTag {
+  using type = Dec;
+};
+
+template <class F>
+HWY_INLINE bool WithVnniDecoder(DType t, const F& f) {
+  switch (t) {
+    case DType::Q8_0: f(DecTag<DecQ8_0>{}); return true;
+    case DType::Q4_0: f(DecTag<DecQ4_0>{}); return true;
+    case DType::Q4_1: f(DecTag<DecQ4_1>{}); return true;
+    case DType::Q5_0: f(DecTag<DecQ5_0>{}); return true;
+    case DType::Q5_1: f(DecTag<DecQ5_1>{}); return true;
+    case DType::IQ4_NL: f(DecTag<DecIQ4_NL>{}); return true;
+    case DType::Q2_K: f(DecTag<DecQ2_K>{}); return true;
+    case DType::Q3_K: f(DecTag<DecQ3_K>{}); return true;
+    case DType::Q4_K: f(DecTag<DecQ4_K>{}); return true;
+    case DType::Q5_K: f(DecTag<DecQ5_K>{}); return true;
+    case DType::Q6_K: f(DecTag<DecQ6_K>{}); return true;
+    case DType::IQ4_XS: f(DecTag<DecIQ4_XS>{}); return true;
+    default: return false;
+  }
+}
