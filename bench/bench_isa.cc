@@ -1,0 +1,116 @@
+// Instruction rates of this CPU, the ceilings the kernels are read against:
+// register-only loops of 12 independent vpdpbusd (int8, 64 multiply-adds),
+// vdpbf16ps (bf16 pairs, 32) and vfmadd231ps (f32, 16), and the packed int8
+// GEMM's k-step (kernels/quant/gemm_vnni_packed-inl.h: two line loads and six
+// activation broadcasts feeding 12 vpdpbusd) with the broadcast done by
+// vpbroadcastd or by vbroadcastss from memory. Counters: instructions per
+// second (G/s) and multiply-adds as operations per second (OP/s, 2 each).
+// Rows whose instructions the CPU lacks are skipped with a message.
+//   build/bench/bench_isa --benchmark_repetitions=3
+#include <benchmark/benchmark.h>
+#include <cpuid.h>
+
+#include <cstdint>
+
+namespace {
+
+bool has_leaf7(int reg, int bit, int subleaf = 0) {
+  unsigned a, b, c, d;
+  if (!__get_cpuid_count(7, static_cast<unsigned>(subleaf), &a, &b, &c, &d)) return false;
+  const unsigned v = reg == 1 ? b : reg == 2 ? c : d;
+  return (v >> bit) & 1u;
+}
+// CPUID leaf 7: AVX512F EBX 16, AVX512_VNNI ECX 11; subleaf 1: AVX512_BF16 EAX 5.
+bool has_avx512f() { return has_leaf7(1, 16); }
+bool has_vnni() { return has_avx512f() && has_leaf7(2, 11); }
+bool has_bf16() {
+  unsigned a, b, c, d;
+  return has_avx512f() && __get_cpuid_count(7, 1, &a, &b, &c, &d) && ((a >> 5) & 1u);
+}
+
+#define QKV_TWELVE(op)                                                                                           \
+  op " %%zmm12, %%zmm13, %%zmm0\n\t" op " %%zmm12, %%zmm13, %%zmm1\n\t" op " %%zmm12, %%zmm13, %%zmm2\n\t" op \
+     " %%zmm12, %%zmm13, %%zmm3\n\t" op " %%zmm12, %%zmm13, %%zmm4\n\t" op " %%zmm12, %%zmm13, %%zmm5\n\t" op   \
+     " %%zmm12, %%zmm13, %%zmm6\n\t" op " %%zmm12, %%zmm13, %%zmm7\n\t" op " %%zmm12, %%zmm13, %%zmm8\n\t" op   \
+     " %%zmm12, %%zmm13, %%zmm9\n\t" op " %%zmm12, %%zmm13, %%zmm10\n\t" op " %%zmm12, %%zmm13, %%zmm11\n\t"
+#define QKV_CLOBBER_0_11 "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10", "xmm11"
+
+constexpr int64_t kLoops = 1 << 20;
+
+// Accumulators zmm0-11 zero, operands zmm12-13 0x3F803F80 in every lane (bf16
+// pairs of 1.0; as f32 about 1.004): normal numbers throughout, since a
+// denormal operand sends f32 FMAs through a microcode assist (with whatever
+// the registers held, this loop ran at 0.23 G/s).
+#define QKV_INIT_REGS                                                                                              __asm__ volatile(                                                                                                    "vpxord %%zmm0, %%zmm0, %%zmm0\n\t vmovdqa64 %%zmm0, %%zmm1\n\t vmovdqa64 %%zmm0, %%zmm2\n\t"                     "vmovdqa64 %%zmm0, %%zmm3\n\t vmovdqa64 %%zmm0, %%zmm4\n\t vmovdqa64 %%zmm0, %%zmm5\n\t"                          "vmovdqa64 %%zmm0, %%zmm6\n\t vmovdqa64 %%zmm0, %%zmm7\n\t vmovdqa64 %%zmm0, %%zmm8\n\t"                          "vmovdqa64 %%zmm0, %%zmm9\n\t vmovdqa64 %%zmm0, %%zmm10\n\t vmovdqa64 %%zmm0, %%zmm11\n\t"                        "vpbroadcastd %0, %%zmm12\n\t vmovdqa64 %%zmm12, %%zmm13\n\t" ::"r"(0x3F803F80)                               : QKV_CLOBBER_0_11, "xmm12", "xmm13")
+
+void report(benchmark::State& state, double macs_per_instruction) {
+  const double n = 12.0 * kLoops * static_cast<double>(state.iterations());
+  state.counters["G/s"] = benchmark::Counter(n / 1e9, benchmark::Counter::kIsRate);
+  state.counters["OP/s"] = benchmark::Counter(2 * macs_per_instruction * n, benchmark::Counter::kIsRate,
+                                              benchmark::Counter::kIs1000);
+}
+
+__attribute__((target("avx512f,avx512vnni"))) void BM_vpdpbusd(benchmark::State& state) {
+  if (!has_vnni()) return state.SkipWithError("no AVX512_VNNI on this CPU");
+  for (auto _ : state) {
+    QKV_INIT_REGS;
+    for (int64_t i = 0; i < kLoops; ++i) __asm__ volatile(QKV_TWELVE("vpdpbusd") ::: QKV_CLOBBER_0_11);
+  }
+  report(state, 64);
+}
+
+__attribute__((target("avx512f,avx512bf16"))) void BM_vdpbf16ps(benchmark::State& state) {
+  if (!has_bf16()) return state.SkipWithError("no AVX512_BF16 on this CPU");
+  for (auto _ : state) {
+    QKV_INIT_REGS;
+    for (int64_t i = 0; i < kLoops; ++i) __asm__ volatile(QKV_TWELVE("vdpbf16ps") ::: QKV_CLOBBER_0_11);
+  }
+  report(state, 32);
+}
+
+__attribute__((target("avx512f"))) void BM_vfmadd231ps(benchmark::State& state) {
+  if (!has_avx512f()) return state.SkipWithError("no AVX-512 on this CPU");
+  for (auto _ : state) {
+    QKV_INIT_REGS;
+    for (int64_t i = 0; i < kLoops; ++i) __asm__ volatile(QKV_TWELVE("vfmadd231ps") ::: QKV_CLOBBER_0_11);
+  }
+  report(state, 16);
+}
+
+// The packed GEMM's k-step: 2 lines x 6 inputs; `broadcast` is vpbroadcastd
+// or vbroadcastss (both from memory, at the kernel's odd activation offsets).
+#define QKV_KSTEP(bcast)                                                                                     \
+  "vmovdqa32 0(%0), %%zmm12\n\t vmovdqa32 64(%0), %%zmm13\n\t" bcast                                        \
+  " 130(%0), %%zmm14\n\t vpdpbusd %%zmm14, %%zmm12, %%zmm0\n\t vpdpbusd %%zmm14, %%zmm13, %%zmm1\n\t" bcast  \
+  " 164(%0), %%zmm15\n\t vpdpbusd %%zmm15, %%zmm12, %%zmm2\n\t vpdpbusd %%zmm15, %%zmm13, %%zmm3\n\t" bcast  \
+  " 198(%0), %%zmm16\n\t vpdpbusd %%zmm16, %%zmm12, %%zmm4\n\t vpdpbusd %%zmm16, %%zmm13, %%zmm5\n\t" bcast  \
+  " 232(%0), %%zmm17\n\t vpdpbusd %%zmm17, %%zmm12, %%zmm6\n\t vpdpbusd %%zmm17, %%zmm13, %%zmm7\n\t" bcast  \
+  " 266(%0), %%zmm18\n\t vpdpbusd %%zmm18, %%zmm12, %%zmm8\n\t vpdpbusd %%zmm18, %%zmm13, %%zmm9\n\t" bcast  \
+  " 300(%0), %%zmm19\n\t vpdpbusd %%zmm19, %%zmm12, %%zmm10\n\t vpdpbusd %%zmm19, %%zmm13, %%zmm11\n\t"
+#define QKV_CLOBBER_KSTEP QKV_CLOBBER_0_11, "xmm12", "xmm13", "xmm14", "xmm15", "xmm16", "xmm17", "xmm18", "xmm19"
+
+alignas(64) unsigned char g_buf[512];
+
+__attribute__((target("avx512f,avx512vnni"))) void BM_kstep(benchmark::State& state, bool vbroadcastss) {
+  if (!has_vnni()) return state.SkipWithError("no AVX512_VNNI on this CPU");
+  const unsigned char* p = g_buf;
+  for (auto _ : state) {
+    QKV_INIT_REGS;
+    if (vbroadcastss) {
+      for (int64_t i = 0; i < kLoops; ++i) __asm__ volatile(QKV_KSTEP("vbroadcastss") ::"r"(p) : QKV_CLOBBER_KSTEP);
+    } else {
+      for (int64_t i = 0; i < kLoops; ++i) __asm__ volatile(QKV_KSTEP("vpbroadcastd") ::"r"(p) : QKV_CLOBBER_KSTEP);
+    }
+  }
+  report(state, 64);
+}
+
+BENCHMARK(BM_vpdpbusd);
+BENCHMARK(BM_vdpbf16ps);
+BENCHMARK(BM_vfmadd231ps);
+BENCHMARK_CAPTURE(BM_kstep, vpbroadcastd, false);
+BENCHMARK_CAPTURE(BM_kstep, vbroadcastss, true);
+
+}  // namespace
+
+BENCHMARK_MAIN();
