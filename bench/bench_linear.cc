@@ -171,7 +171,8 @@ void BM_matvec(benchmark::State& state, DType t, int64_t rows, int64_t cols, boo
 // per input (the decode path: each weight read M times), 5 = matmul() with the
 // integer block GEMM off (block types: decoded bf16/f32 tiles, as on CPUs
 // without AVX-512 VNNI that have AVX512_BF16), 6 = matmul() with the block
-// GEMM's packed-weight kernel off (its 4x4 tile kernel at every batch size).
+// GEMM's packed-weight kernel off (its 4x4 tile kernel at every batch size),
+// 7 = matmul() with the small-batch kernel on its f32 path for every type.
 // With `stream`, calls cycle through copies of W (>= kStreamBytes in all), so
 // the weights come from DRAM as in a model's decode step; otherwise one copy
 // (which for these shapes stays in the 32 MB L3 between calls).
@@ -185,10 +186,11 @@ void BM_matmul(benchmark::State& state, DType t, int64_t rows, int64_t cols, int
   detail::set_matmul_small_amx(mode != 3);
   detail::set_block_gemm(mode != 5);
   set_quant_gemm_packed(mode != 6);
+  detail::set_matmul_small_bf16(mode != 7);
   size_t i = 0;
   for (auto _ : state) {
     const Matrix m = w.matrix(i++);
-    if (mode == 0 || mode == 3 || mode == 5 || mode == 6) matmul(m, X.data(), M, Y.data());
+    if (mode == 0 || mode == 3 || mode == 5 || mode == 6 || mode == 7) matmul(m, X.data(), M, Y.data());
     else if (mode == 4) for (int64_t k = 0; k < M; ++k) matvec(m, X.data() + k * cols, Y.data() + k * rows);
     else detail::matmul_onednn(m, X.data(), M, Y.data(),
                                mode == 1 ? detail::GemmPrecision::kF32 : detail::GemmPrecision::kBF16);
@@ -198,6 +200,7 @@ void BM_matmul(benchmark::State& state, DType t, int64_t rows, int64_t cols, int
   detail::set_matmul_small_amx(true);
   detail::set_block_gemm(true);
   set_quant_gemm_packed(true);
+  detail::set_matmul_small_bf16(true);
   state.counters["FLOP/s"] = benchmark::Counter(2.0 * M * rows * cols * state.iterations(),
                                                 benchmark::Counter::kIsRate, benchmark::Counter::kIs1000);
   state.counters["peak_rss_MB"] = peak_rss_mb();
@@ -357,6 +360,14 @@ int register_all() {
         for (int64_t M : {2, 4, 8, 16}) b->Args({M, 2});
         b->Args({16, 1});  // how the batched decode's main cost scales with threads
         b->UseRealTime();
+        if (t != DType::F32 && detail::matmul_small_precision(t) == detail::GemmPrecision::kBF16) {
+          // The f32 path on the same calls: on CPUs whose bf16 dot products
+          // run below twice the f32 FMA rate it can be the faster one.
+          benchmark::RegisterBenchmark(((stream ? "matmul_small_stream_f32/" : "matmul_small_f32/") +
+                                        std::string(dtype_name(t)) + "/" + shape).c_str(),
+                                       BM_matmul, t, s.rows, s.cols, 7, stream)
+              ->Args({4, 2})->Args({16, 2})->Args({16, 1})->UseRealTime();
+        }
         if (t != DType::F32 && detail::matmul_small_uses_amx()) {
           // On AMX CPUs, the same calls on the AVX512_BF16 kernel, to compare.
           benchmark::RegisterBenchmark(((stream ? "matmul_small_stream_noamx/" : "matmul_small_noamx/") +

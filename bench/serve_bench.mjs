@@ -36,11 +36,12 @@ const extra = ["--prefill-chunk", "--prefill-batch"].flatMap(f => argv.includes(
 const llamaServer = { 1: [40, 51], 4: [124, 124], 16: [134, 148] };
 
 // One streaming client: the arrival time of every chunk with text, and the usage's token count.
-// Prompts differ from their first characters on, across clients and rounds, so
-// no slot's cached tokens from an earlier request shorten a prefill.
-function stream(host, port, c, i) {
+// Prompts differ from their first characters on, across clients and rounds
+// (round k of the run), so no slot's cached tokens from an earlier request
+// shorten a prefill.
+function stream(host, port, k, i) {
   return new Promise((resolve, reject) => {
-    const body = JSON.stringify({ prompt: `${c}.${i}: Once upon a time, in a land`, max_tokens: tokens, temperature: 0,
+    const body = JSON.stringify({ prompt: `${k}.${i}: Once upon a time, in a land`, max_tokens: tokens, temperature: 0,
       stream: true, stream_options: { include_usage: true }, logit_bias: { "1": -100, "2": -100 } });
     const t0 = performance.now();
     const times = [];
@@ -74,9 +75,9 @@ function stream(host, port, c, i) {
 
 const pct = (xs, p) => { const s = [...xs].sort((a, b) => a - b); return s.length ? s[Math.min(s.length - 1, Math.floor(p * s.length))] : NaN; };
 
-async function round(host, port, c) {
+async function round(host, port, c, k) {
   const t0 = performance.now();
-  const rs = await Promise.all(Array.from({ length: c }, (_, i) => stream(host, port, c, i)));
+  const rs = await Promise.all(Array.from({ length: c }, (_, i) => stream(host, port, k, i)));
   const wall = (performance.now() - t0) / 1000;
   for (const r of rs) {
     if (r.completion !== tokens) throw new Error(`a client got ${r.completion} tokens, not ${tokens}`);
@@ -124,7 +125,7 @@ try {
     port = server.port;
   }
   await request(port, "POST", "/v1/completions", { prompt: "warm up", max_tokens: 8 }, { timeoutMs: 120000 });
-  for (const c of clients) rows.push(await round(host, port, c));
+  for (const [k, c] of clients.entries()) rows.push(await round(host, port, c, k));
 } finally {
   if (server) await server.stop();
   if (tmp) rmSync(tmp, { recursive: true, force: true });
