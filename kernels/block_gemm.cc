@@ -112,12 +112,15 @@ void matmul_block_gemm(const Matrix* Ws, float* const* Ys, int count, const floa
   // (groups of 32 rows); the tile kernel re-decodes each block per 4 inputs.
   const bool packed = quant_gemm_packed(static_cast<size_t>(M));
   const int64_t row_unit = packed ? 32 : 4;
+  // Inputs per panel: a multiple of the tile kernel's 4, or of the packed
+  // kernel's tiles, which its tables are laid out in (kernels/quant/vec_dot.h).
+  const int64_t unit = packed ? static_cast<int64_t>(kQuantGemmTileInputs) : 4;
   static thread_local BatchActivations xa_buf;
   xa_buf.prepare(Ws, count, X, M, packed);
   const BatchActivations& xa = xa_buf;  // the caller's copy, read by every thread
   const size_t cols = static_cast<size_t>(Ws[0].cols);
   const size_t panel_bytes = packed ? kPackedPanelBytes : kPanelBytes;
-  // Per matrix: rows per block (a multiple of row_unit), inputs per panel (of 4).
+  // Per matrix: rows per block (a multiple of row_unit), inputs per panel (of unit).
   std::vector<int64_t> rows_per(static_cast<size_t>(count)), first(static_cast<size_t>(count) + 1, 0);
   int64_t panel = M;
   size_t bytes = 0;
@@ -129,7 +132,7 @@ void matmul_block_gemm(const Matrix* Ws, float* const* Ys, int count, const floa
     const int64_t by_bytes = static_cast<int64_t>(kMinChunkBytes / std::max<size_t>(1, rb));
     rows_per[i] = std::max<int64_t>(row_unit, std::min(by_bytes, (Ws[i].rows + 15) / 16) / row_unit * row_unit);
     const size_t ab = xa.bytes[static_cast<int>(act_type(Ws[i].type))];
-    panel = std::min<int64_t>(panel, std::max<int64_t>(4, static_cast<int64_t>(panel_bytes / std::max<size_t>(1, ab)) / 4 * 4));
+    panel = std::min<int64_t>(panel, std::max<int64_t>(unit, static_cast<int64_t>(panel_bytes / std::max<size_t>(1, ab)) / unit * unit));
     bytes += rb * static_cast<size_t>(Ws[i].rows);
   }
   const int64_t panels = (M + panel - 1) / panel;

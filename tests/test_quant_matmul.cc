@@ -285,15 +285,16 @@ TEST_CASE("decode_rows_f32_blocks gives decode_row's values exactly") {
 
 TEST_CASE("the packed kernel's tables refuse types and row lengths they cannot take") {
   std::vector<uint8_t> xa(act_bytes(DType::Q4_K, 512));
-  std::vector<float> tables(3 * 512 / 16);
+  // Per input: 3 floats per sub-block and the activation bytes (one float per 4).
+  std::vector<float> tables(3 * 512 / 16 + 512 / 4);
   CHECK_THROWS_WITH(quant_gemm_tables(DType::F32, xa.data(), 512, 1, tables.data()),
                     doctest::Contains("quant_gemm_tables: 512 columns of f32"));
   CHECK_THROWS_WITH(quant_gemm_tables(DType::Q4_K, xa.data(), 96, 1, tables.data()),
                     doctest::Contains("quant_gemm_tables: 96 columns of q4_k"));
   if (quant_gemm_available(DType::Q4_K)) {
-    CHECK(quant_gemm_table_floats(DType::Q4_K, 512) == 3 * 512 / 32);
-    CHECK(quant_gemm_table_floats(DType::Q6_K, 512) == 3 * 512 / 16);
-    CHECK(quant_gemm_table_floats(DType::Q4_0, 512) == 3 * 512 / 32);
+    CHECK(quant_gemm_table_floats(DType::Q4_K, 512) == 3 * 512 / 32 + 512 / 4);
+    CHECK(quant_gemm_table_floats(DType::Q6_K, 512) == 3 * 512 / 16 + 512 / 4);
+    CHECK(quant_gemm_table_floats(DType::Q4_0, 512) == 3 * 512 / 32 + 512 / 4);
     CHECK_NOTHROW(quant_gemm_tables(DType::Q4_K, xa.data(), 512, 1, tables.data()));
   } else {
     // No packed kernel on this CPU: a clear error, not garbage.

@@ -323,7 +323,7 @@ void DotRows(DType t, const void* rows, size_t cols, const void* xa, float* y, s
 bool Gemm(DType t, const void* rows, size_t cols, const void* xa, size_t M, float* y, size_t ldy, size_t n_rows,
           const float* tables) {
 #if HWY_TARGET == HWY_AVX3_DL
-  if (tables != nullptr) return GemmPacked(t, rows, cols, xa, tables, M, y, ldy, n_rows);
+  if (tables != nullptr) return GemmPacked(t, rows, cols, tables, M, y, ldy, n_rows);
   return GemmVnni(t, rows, cols, xa, M, y, ldy, n_rows);
 #else
   (void)t, (void)rows, (void)cols, (void)xa, (void)M, (void)y, (void)ldy, (void)n_rows, (void)tables;

@@ -44,7 +44,11 @@ void quant_dot_rows_scalar(DType t, const void* rows, size_t cols, const void* x
 // kernel instead (kernels/quant/gemm_vnni_packed-inl.h: rows in lanes, each
 // row block decoded once for all the inputs): the same integer sums and
 // ggml's f32 terms in another order, so its outputs differ from
-// quant_dot_rows' by f32 rounding only. quant_gemm_packed(M) says whether a
+// quant_dot_rows' by f32 rounding only. The tables hold the inputs
+// interleaved in tiles of kQuantGemmTileInputs and the packed kernel reads
+// them alone (not xa): a call may take the inputs [m0, m0 + M) of the batch
+// they were made for, the table pointer at input m0, when m0 is a multiple
+// of kQuantGemmTileInputs and m0 + M is one too or the batch's end. quant_gemm_packed(M) says whether a
 // batch of M inputs takes it: from kQuantGemmPackedMinInputs (below, the
 // decoding outweighs the dot products: 143M Q4_K_M, 2 sequences, 14.1 ms a
 // step against 11.3 ms for two single steps, so batches of 2 of the ggml
@@ -58,6 +62,7 @@ void quant_gemm(DType t, const void* rows, size_t cols, const void* xa, size_t M
 size_t quant_gemm_table_floats(DType t, size_t cols);
 void quant_gemm_tables(DType t, const void* xa, size_t cols, size_t M, float* tables);
 constexpr size_t kQuantGemmPackedMinInputs = 3;
+constexpr size_t kQuantGemmTileInputs = 6;
 bool quant_gemm_packed(size_t M);
 void set_quant_gemm_packed(bool allowed);
 
