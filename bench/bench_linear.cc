@@ -172,7 +172,9 @@ void BM_matvec(benchmark::State& state, DType t, int64_t rows, int64_t cols, boo
 // integer block GEMM off (block types: decoded bf16/f32 tiles, as on CPUs
 // without AVX-512 VNNI that have AVX512_BF16), 6 = matmul() with the block
 // GEMM's packed-weight kernel off (its 4x4 tile kernel at every batch size),
-// 7 = matmul() with the small-batch kernel on its f32 path for every type.
+// 7 = matmul() with the small-batch kernel on its f32 path for every type,
+// 8 = matmul() with the block GEMM's inputs-in-lanes kernel off (the packed
+// kernel at every batch of 3 or more).
 // With `stream`, calls cycle through copies of W (>= kStreamBytes in all), so
 // the weights come from DRAM as in a model's decode step; otherwise one copy
 // (which for these shapes stays in the 32 MB L3 between calls).
@@ -187,10 +189,11 @@ void BM_matmul(benchmark::State& state, DType t, int64_t rows, int64_t cols, int
   detail::set_block_gemm(mode != 5);
   set_quant_gemm_packed(mode != 6);
   detail::set_matmul_small_bf16(mode != 7);
+  set_quant_gemm_lanes(mode != 8);
   size_t i = 0;
   for (auto _ : state) {
     const Matrix m = w.matrix(i++);
-    if (mode == 0 || mode == 3 || mode == 5 || mode == 6 || mode == 7) matmul(m, X.data(), M, Y.data());
+    if (mode == 0 || mode == 3 || (mode >= 5 && mode <= 8)) matmul(m, X.data(), M, Y.data());
     else if (mode == 4) for (int64_t k = 0; k < M; ++k) matvec(m, X.data() + k * cols, Y.data() + k * rows);
     else detail::matmul_onednn(m, X.data(), M, Y.data(),
                                mode == 1 ? detail::GemmPrecision::kF32 : detail::GemmPrecision::kBF16);
@@ -201,6 +204,7 @@ void BM_matmul(benchmark::State& state, DType t, int64_t rows, int64_t cols, int
   detail::set_block_gemm(true);
   set_quant_gemm_packed(true);
   detail::set_matmul_small_bf16(true);
+  set_quant_gemm_lanes(true);
   state.counters["FLOP/s"] = benchmark::Counter(2.0 * M * rows * cols * state.iterations(),
                                                 benchmark::Counter::kIsRate, benchmark::Counter::kIs1000);
   state.counters["peak_rss_MB"] = peak_rss_mb();
@@ -286,9 +290,19 @@ int register_all() {
                                    BM_matmul, t, s.rows, s.cols, mode, false)
           ->Args({16, 2})->Args({512, 2})->UseRealTime();
     }
+    if (dtype_info(t).block_values == 32) {
+      // The inputs-in-lanes kernel's batches on the packed kernel, to compare.
+      benchmark::RegisterBenchmark(("matmul_nolanes/" + std::string(dtype_name(t)) + "/" + shape).c_str(), BM_matmul,
+                                   t, s.rows, s.cols, 8, false)
+          ->Args({16, 2})->UseRealTime();
+    }
     // The 143M model's FFN up (batched decode of 16 sequences), short rows.
-    for (int mode : {0, 6, 5}) {
-      benchmark::RegisterBenchmark(((mode == 0 ? "matmul/" : mode == 6 ? "matmul_vnni_tile/" : "matmul_tiles/") +
+    for (int mode : {0, 6, 5, 8}) {
+      if (mode == 8 && dtype_info(t).block_values != 32) continue;
+      benchmark::RegisterBenchmark(((mode == 0   ? "matmul/"
+                                     : mode == 6 ? "matmul_vnni_tile/"
+                                     : mode == 8 ? "matmul_nolanes/"
+                                                 : "matmul_tiles/") +
                                     std::string(dtype_name(t)) + "/2048x768").c_str(),
                                    BM_matmul, t, 2048, 768, mode, false)
           ->Args({16, 1})->Args({16, 2})->UseRealTime();

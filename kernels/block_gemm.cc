@@ -78,8 +78,10 @@ struct BatchActivations {
       const size_t k = table_types.size();
       table_types.push_back(t);
       if (tables.size() <= k) tables.resize(k + 1), table_floats.resize(k + 1);
-      table_floats[k] = quant_gemm_table_floats(t, cols);
-      tables[k].resize(table_floats[k] * static_cast<size_t>(M));
+      // Floats per input of the packed layout (its tiles start at multiples of
+      // them); a batch small enough for the lanes layout is one panel.
+      table_floats[k] = quant_gemm_table_floats(t, cols, 1);
+      tables[k].resize(quant_gemm_table_floats(t, cols, static_cast<size_t>(M)));
       quant_gemm_tables(t, buf[static_cast<int>(act_type(t))].data(), cols, static_cast<size_t>(M), tables[k].data());
     }
   }
@@ -135,6 +137,8 @@ void matmul_block_gemm(const Matrix* Ws, float* const* Ys, int count, const floa
     panel = std::min<int64_t>(panel, std::max<int64_t>(unit, static_cast<int64_t>(panel_bytes / std::max<size_t>(1, ab)) / unit * unit));
     bytes += rb * static_cast<size_t>(Ws[i].rows);
   }
+  // The inputs-in-lanes kernel takes its batch whole.
+  if (M <= static_cast<int64_t>(kQuantGemmLanesMaxInputs)) panel = M;
   const int64_t panels = (M + panel - 1) / panel;
   for (int i = 0; i < count; ++i) first[i + 1] = first[i] + (Ws[i].rows + rows_per[i] - 1) / rows_per[i] * panels;
   const int64_t items = first[count];

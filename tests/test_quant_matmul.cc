@@ -22,8 +22,9 @@
 // order of a whole weight, far outside the bound. On CPUs with AVX-512 VNNI
 // the block types go through the integer block GEMMs instead (ggml's integer
 // sums on each input's activation blocks): from kQuantGemmPackedMinInputs
-// inputs the packed-weight kernel, within check_packed's f32 bound of the
-// fp64 reference on those blocks; below it (and at every size with
+// inputs the packed-weight kernel (up to 16 inputs of the 32-value types the
+// inputs-in-lanes kernel, which must equal it bit for bit), within
+// check_packed's f32 bound of the fp64 reference on those blocks; below it (and at every size with
 // set_quant_gemm_packed(false)) the tile kernel, whose every output must equal
 // quant_dot_rows_scalar's for its input bit for bit; the other paths are
 // tested too, with set_block_gemm(false).
@@ -158,9 +159,12 @@ TEST_CASE("matmul of every block type matches the fp64 reference at every batch 
       // The integer block GEMM where the CPU has it (packed kernel from
       // kQuantGemmPackedMinInputs, then the tile kernel at every size), then
       // the other paths.
-      for (int mode : {0, 1, 2}) {
+      // Modes: 0 the default kernels (inputs-in-lanes for the 32-value types
+      // up to 16 inputs, packed otherwise), 3 the packed kernel at every batch.
+      for (int mode : {0, 3, 1, 2}) {
         detail::set_block_gemm(mode != 2);
-        set_quant_gemm_packed(mode == 0);
+        set_quant_gemm_packed(mode == 0 || mode == 3);
+        set_quant_gemm_lanes(mode == 0);
         for (int64_t M : {2, 3, 5, 16, 17, 33, 64, 300}) {
           for (int threads : {1, 2}) {
             CAPTURE(cols);
@@ -173,6 +177,40 @@ TEST_CASE("matmul of every block type matches the fp64 reference at every batch 
       }
       detail::set_block_gemm(true);
       set_quant_gemm_packed(true);
+      set_quant_gemm_lanes(true);
+    }
+  }
+}
+
+TEST_CASE("the inputs-in-lanes kernel equals the packed kernel bit for bit") {
+  // The same f32 operations per output in the same order, whichever of the
+  // two lays the rows or the inputs along the lanes: row counts with partial
+  // 8-row tiles and 16-row blocks, short and long rows, 3 to 16 inputs.
+  std::mt19937 g(23);
+  for (DType t : {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::IQ4_NL, DType::Q8_0}) {
+    if (!quant_gemm_lanes(t, 16)) continue;  // no AVX-512 VNNI here
+    CAPTURE(dtype_name(t));
+    for (int64_t cols : {32, 608, 2080}) {
+      for (int64_t rows : {5, 43}) {
+        const TestMatrix w = random_matrix(t, rows, cols, g);
+        for (int64_t M : {3, 7, 16}) {
+          for (int threads : {1, 2}) {
+            CAPTURE(cols);
+            CAPTURE(rows);
+            CAPTURE(M);
+            CAPTURE(threads);
+            const auto X = make_inputs(M, cols, static_cast<uint32_t>(M * 7 + rows));
+            std::vector<float> lanes(static_cast<size_t>(M * rows), NAN), packed(lanes.size(), NAN);
+            with_threads(threads, [&] { matmul(w.m, X.data(), M, lanes.data()); });
+            set_quant_gemm_lanes(false);
+            with_threads(threads, [&] { matmul(w.m, X.data(), M, packed.data()); });
+            set_quant_gemm_lanes(true);
+            int64_t differ = 0;
+            for (size_t i = 0; i < lanes.size(); ++i) differ += !(lanes[i] == packed[i]);
+            CHECK(differ == 0);
+          }
+        }
+      }
     }
   }
 }
@@ -292,9 +330,12 @@ TEST_CASE("the packed kernel's tables refuse types and row lengths they cannot t
   CHECK_THROWS_WITH(quant_gemm_tables(DType::Q4_K, xa.data(), 96, 1, tables.data()),
                     doctest::Contains("quant_gemm_tables: 96 columns of q4_k"));
   if (quant_gemm_available(DType::Q4_K)) {
-    CHECK(quant_gemm_table_floats(DType::Q4_K, 512) == 3 * 512 / 32 + 512 / 4);
-    CHECK(quant_gemm_table_floats(DType::Q6_K, 512) == 3 * 512 / 16 + 512 / 4);
-    CHECK(quant_gemm_table_floats(DType::Q4_0, 512) == 3 * 512 / 32 + 512 / 4);
+    CHECK(quant_gemm_table_floats(DType::Q4_K, 512, 1) == 3 * 512 / 32 + 512 / 4);
+    CHECK(quant_gemm_table_floats(DType::Q6_K, 512, 7) == 7 * (3 * 512 / 16 + 512 / 4));
+    CHECK(quant_gemm_table_floats(DType::Q4_0, 512, 20) == 20 * (3 * 512 / 32 + 512 / 4));
+    // The lanes layout of the 32-value types: 16 input lanes whatever the batch.
+    CHECK(quant_gemm_table_floats(DType::Q4_0, 512, 5) == 16 * (3 * 512 / 32 + 512 / 4));
+    CHECK(quant_gemm_table_floats(DType::Q4_K, 512, 5) == 5 * (3 * 512 / 32 + 512 / 4));
     CHECK_NOTHROW(quant_gemm_tables(DType::Q4_K, xa.data(), 512, 1, tables.data()));
   } else {
     // No packed kernel on this CPU: a clear error, not garbage.

@@ -194,6 +194,14 @@ QKV_VNNI_INLINE size_t PackedActOffset(size_t j) {
   return j * sizeof(A) + offsetof(A, qs);
 }
 
+// The sum of 32 signed bytes at p: vpsadbw of the bytes + 128 against 0.
+QKV_VNNI_INLINE int32_t ByteSum32(const void* p) {
+  const __m256i q = _mm256_loadu_si256(static_cast<const __m256i*>(p));
+  const __m256i u = _mm256_sad_epu8(_mm256_xor_si256(q, _mm256_set1_epi8(-128)), _mm256_setzero_si256());
+  const __m128i h = _mm_add_epi64(_mm256_castsi256_si128(u), _mm256_extracti128_si256(u, 1));
+  return static_cast<int32_t>(_mm_cvtsi128_si64(_mm_add_epi64(h, _mm_unpackhi_epi64(h, h)))) - 32 * 128;
+}
+
 // The packed kernel's input tables for M inputs (kernels/quant/vec_dot.h):
 // tiles of kPackedC inputs from input 0, the last one of M % kPackedC if
 // that is not 0; the tile from input m at tables + m * PackedFloatsPerInput
@@ -239,13 +247,7 @@ QKV_VNNI_TARGET void PackedActTables(const uint8_t* xa, size_t cols, size_t M, f
           } else {
             t[w + c] = 0.0f;
           }
-          if constexpr (Dec::kOffset != 0) {
-            // The sum of 32 signed bytes: vpsadbw of the bytes + 128 against 0.
-            const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + j * sizeof(A) + offsetof(A, qs)));
-            const __m256i u = _mm256_sad_epu8(_mm256_xor_si256(q, _mm256_set1_epi8(-128)), _mm256_setzero_si256());
-            const __m128i h = _mm_add_epi64(_mm256_castsi256_si128(u), _mm256_extracti128_si256(u, 1));
-            asum = static_cast<int32_t>(_mm_cvtsi128_si64(_mm_add_epi64(h, _mm_unpackhi_epi64(h, h)))) - 32 * 128;
-          }
+          if constexpr (Dec::kOffset != 0) asum = ByteSum32(row + j * sizeof(A) + offsetof(A, qs));
         }
         const int32_t corr = -Dec::kOffset * asum;
         std::memcpy(t + 2 * w + c, &corr, sizeof(corr));

@@ -296,6 +296,7 @@ HWY_INLINE float DotRow(DType t, const uint8_t* row, size_t cols, const void* xa
 #include "kernels/quant/vec_dot_vnni-inl.h"
 #include "kernels/quant/gemm_vnni-inl.h"
 #include "kernels/quant/gemm_vnni_packed-inl.h"
+#include "kernels/quant/gemm_vnni_lanes-inl.h"
 #undef QKV_VNNI_TARGET
 #undef QKV_VNNI_INLINE
 #undef QKV_UNROLL
@@ -323,6 +324,7 @@ void DotRows(DType t, const void* rows, size_t cols, const void* xa, float* y, s
 bool Gemm(DType t, const void* rows, size_t cols, const void* xa, size_t M, float* y, size_t ldy, size_t n_rows,
           const float* tables) {
 #if HWY_TARGET == HWY_AVX3_DL
+  if (tables != nullptr && quant_gemm_lanes(t, M)) return GemmLanes(t, rows, cols, tables, M, y, ldy, n_rows);
   if (tables != nullptr) return GemmPacked(t, rows, cols, tables, M, y, ldy, n_rows);
   return GemmVnni(t, rows, cols, xa, M, y, ldy, n_rows);
 #else
@@ -334,6 +336,7 @@ bool Gemm(DType t, const void* rows, size_t cols, const void* xa, size_t M, floa
 // The packed kernel's input tables; false: none on this target.
 bool GemmTables(DType t, const void* xa, size_t cols, size_t M, float* tables) {
 #if HWY_TARGET == HWY_AVX3_DL
+  if (quant_gemm_lanes(t, M)) return LanesTables(t, xa, cols, M, tables);
   return PackedTables(t, xa, cols, M, tables);
 #else
   (void)t, (void)xa, (void)cols, (void)M, (void)tables;
@@ -420,13 +423,27 @@ bool quant_gemm_available(DType t) { return HWY_DYNAMIC_DISPATCH(HasGemm)(t); }
 
 namespace {
 bool g_packed_allowed = true;
+bool g_lanes_allowed = true;
 }  // namespace
 
 bool quant_gemm_packed(size_t M) { return g_packed_allowed && M >= kQuantGemmPackedMinInputs; }
 
 void set_quant_gemm_packed(bool allowed) { g_packed_allowed = allowed; }
 
-size_t quant_gemm_table_floats(DType t, size_t cols) { return HWY_DYNAMIC_DISPATCH(GemmTableFloats)(t, cols); }
+// The inputs-in-lanes kernel wherever it applies: 16 inputs, 20-40% more
+// GFLOP/s than the packed kernel (bench_linear
+// '^matmul(_nolanes)?/(q4_0|q5_0|iq4_nl)/(5632x2048|2048x768)/16/', docs/design.md).
+bool quant_gemm_lanes(DType t, size_t M) {
+  return g_lanes_allowed && quant_gemm_packed(M) && M <= kQuantGemmLanesMaxInputs && dtype_is_quantized(t) &&
+         dtype_block_values(t) == 32;
+}
+
+void set_quant_gemm_lanes(bool allowed) { g_lanes_allowed = allowed; }
+
+size_t quant_gemm_table_floats(DType t, size_t cols, size_t M) {
+  // Both layouts take the same floats per input; the lanes one has 16 input lanes whatever M.
+  return HWY_DYNAMIC_DISPATCH(GemmTableFloats)(t, cols) * (quant_gemm_lanes(t, M) ? kQuantGemmLanesMaxInputs : M);
+}
 
 void quant_gemm_tables(DType t, const void* xa, size_t cols, size_t M, float* tables) {
   QKV_CHECK(dtype_is_quantized(t) && dtype_row_ok(t, cols), "quant_gemm_tables: ", cols, " columns of ",

@@ -54,16 +54,24 @@ void quant_dot_rows_scalar(DType t, const void* rows, size_t cols, const void* x
 // step against 11.3 ms for two single steps, so batches of 2 of the ggml
 // block types go input by input through quant_dot_rows), never after
 // set_quant_gemm_packed(false) (tests and benchmarks).
+// Batches of the 32-value types of at most kQuantGemmLanesMaxInputs inputs
+// take the inputs-in-lanes kernel instead where quant_gemm_lanes(t, M)
+// (kernels/quant/gemm_vnni_lanes-inl.h: no transposition of the weights; the
+// same f32 operations per output as the packed kernel, so the same results):
+// its tables cover the whole batch, which a call must then take whole.
 bool quant_gemm_available(DType t);
 void quant_gemm(DType t, const void* rows, size_t cols, const void* xa, size_t M, float* y, size_t ldy,
                 size_t n_rows, const float* tables = nullptr);
-// The packed kernel's per-input tables of M inputs for weights of type t:
-// quant_gemm_table_floats(t, cols) floats per input, inputs back to back.
-size_t quant_gemm_table_floats(DType t, size_t cols);
+// The tables of a batch of M inputs for weights of type t (the layout of the
+// kernel that the batch takes): quant_gemm_table_floats(t, cols, M) floats.
+size_t quant_gemm_table_floats(DType t, size_t cols, size_t M);
 void quant_gemm_tables(DType t, const void* xa, size_t cols, size_t M, float* tables);
 constexpr size_t kQuantGemmPackedMinInputs = 3;
 constexpr size_t kQuantGemmTileInputs = 6;
+constexpr size_t kQuantGemmLanesMaxInputs = 16;
 bool quant_gemm_packed(size_t M);
 void set_quant_gemm_packed(bool allowed);
+bool quant_gemm_lanes(DType t, size_t M);
+void set_quant_gemm_lanes(bool allowed);
 
 }  // namespace qkv

@@ -1,0 +1,163 @@
+// Inputs-in-lanes AVX-512 VNNI GEMM of the 32-value block types for batches
+// of at most 16 inputs (batched decode): lane c of every register is input c,
+// so the weights need no transposition. Per 4 columns, one register holds the
+// 16 inputs' 4 activation bytes (laid out once per batch); each weight row's
+// blocks are decoded in row order into an L1 scratch and its 4-byte groups
+// broadcast from there into vpdpbusd against that register.
+//
+// Per block i of row r, with the integer sum started at -offset * (the
+// block's activation sum) per input:
+//   acc[r] += float(sum) * (da[i] * dw[r][i])  (+ ms[i] * mw[r][i] for Q4_1/Q5_1),
+// ggml's terms, in the packed kernel's order: the same results. Per 8 rows x
+// 32 values x 16 inputs: 64 vpdpbusd, 64 broadcasts from L1, the rows'
+// decoding and 3 f32 operations per row; the packed kernel adds a 16 x 16
+// transposition per 16 rows x 64 columns and a store and reload of the
+// decoded weights (its packing was 42% of a 16-sequence step of 143M
+// Q4_K_M, whose 576-column tensors are Q5_0 and Q8_0).
+//
+// Included by kernels/quant/vec_dot.cc after gemm_vnni_packed-inl.h, inside
+// its per-target namespace when HWY_TARGET == HWY_AVX3_DL.
+
+static_assert(kQuantGemmLanesMaxInputs == 16, "one input per int32 lane of a 512-bit register");
+constexpr size_t kLanesRows = 8;  // rows per tile: 8 int32 sums and 8 f32 accumulators in registers
+constexpr size_t kLanesPrefetchBytes = 8192;
+
+#define QKV_UNROLL_LANES _Pragma("GCC unroll 16")
+
+// The batch as the kernel reads it (the tables of quant_gemm_tables, 16 x
+// PackedFloatsPerInput floats whatever M): per column quad q, 16 lanes of 4
+// activation bytes (act + 16 q); per block i, 16 lanes each of da (the
+// activation scale), ms (Q8_1's s, Q4_1 / Q5_1) and corr (-offset * the
+// block's activation sum); lanes from M on are zero.
+struct LanesInputs {
+  const uint32_t* act;
+  const float* da;
+  const float* ms;
+  const int32_t* corr;
+  LanesInputs(const float* tables, size_t cols)
+      : act(reinterpret_cast<const uint32_t*>(tables)),
+        da(tables + cols / 4 * 16),
+        ms(da + cols / 32 * 16),
+        corr(reinterpret_cast<const int32_t*>(ms + cols / 32 * 16)) {}
+};
+
+template <class Dec>
+QKV_VNNI_TARGET void LanesTablesType(const uint8_t* xa, size_t cols, size_t M, float* tables) {
+  using A = typename Dec::Act;
+  const size_t nb = cols / 32;
+  std::memset(tables, 0, 16 * PackedFloatsPerInput<Dec>(cols) * sizeof(float));
+  auto* act = reinterpret_cast<uint32_t*>(tables);
+  float* da = tables + cols / 4 * 16;
+  float* ms = da + nb * 16;
+  auto* corr = reinterpret_cast<int32_t*>(ms + nb * 16);
+  for (size_t c = 0; c < M; ++c) {
+    const A* blocks = reinterpret_cast<const A*>(xa + c * (nb * sizeof(A)));
+    for (size_t i = 0; i < nb; ++i) {
+      const A& b = blocks[i];
+      for (size_t q = 0; q < 8; ++q) std::memcpy(act + (i * 8 + q) * 16 + c, b.qs + 4 * q, 4);
+      da[i * 16 + c] = HalfAt(reinterpret_cast<const uint8_t*>(&b) + offsetof(A, d));
+      if constexpr (Dec::kMin) ms[i * 16 + c] = HalfAt(reinterpret_cast<const uint8_t*>(&b) + offsetof(A, s));
+      corr[i * 16 + c] = -Dec::kOffset * ByteSum32(b.qs);
+    }
+  }
+}
+
+// R rows (row r at w + r * stride) x the inputs: acc[r] lane c = output (r, c).
+template <class Dec, size_t R>
+QKV_VNNI_TARGET void TileLanes(const uint8_t* HWY_RESTRICT w, size_t stride, size_t nb, const LanesInputs& in,
+                               __m512* HWY_RESTRICT out) {
+  using B = typename Dec::Block;
+  HWY_ALIGN uint8_t u[R][64];
+  HWY_ALIGN float dw[R][2], mw[R][2];
+  __m512 acc[R];
+  QKV_UNROLL_LANES for (size_t r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
+  for (size_t i = 0; i < nb; i += 2) {
+    const size_t pair = i + 1 < nb ? 2 : 1;
+    QKV_UNROLL_LANES for (size_t r = 0; r < R; ++r) {
+      const uint8_t* b0 = w + r * stride + i * sizeof(B);
+      const uint8_t* b1 = pair == 2 ? b0 + sizeof(B) : b0;
+      // The weights stream in once per step: fetch ahead (the decoding
+      // otherwise waits on every row's loads).
+      PrefetchSpan<2 * sizeof(B)>(b0 + kLanesPrefetchBytes);
+      _mm512_store_si512(u[r], Dec::Unpack2(b0, b1));
+      dw[r][0] = HalfAt(b0 + offsetof(B, d));
+      dw[r][1] = HalfAt(b1 + offsetof(B, d));
+      if constexpr (Dec::kMin) {
+        mw[r][0] = HalfAt(b0 + offsetof(B, m));
+        mw[r][1] = HalfAt(b1 + offsetof(B, m));
+      }
+    }
+    for (size_t h = 0; h < pair; ++h) {
+      const size_t blk = i + h;
+      const __m512i corr = _mm512_loadu_si512(in.corr + blk * 16);
+      __m512i sum[R];
+      QKV_UNROLL_LANES for (size_t r = 0; r < R; ++r) sum[r] = corr;
+      QKV_UNROLL_LANES for (size_t q = 0; q < 8; ++q) {
+        const __m512i a = _mm512_loadu_si512(in.act + (blk * 8 + q) * 16);
+        QKV_UNROLL_LANES for (size_t r = 0; r < R; ++r) sum[r] = _mm512_dpbusd_epi32(sum[r], BroadcastU32(u[r] + 32 * h + 4 * q), a);
+      }
+      const __m512 da = _mm512_loadu_ps(in.da + blk * 16);
+      QKV_UNROLL_LANES for (size_t r = 0; r < R; ++r) {
+        acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum[r]), _mm512_mul_ps(da, _mm512_set1_ps(dw[r][h])), acc[r]);
+      }
+      if constexpr (Dec::kMin) {
+        const __m512 ms = _mm512_loadu_ps(in.ms + blk * 16);
+        QKV_UNROLL_LANES for (size_t r = 0; r < R; ++r) acc[r] = _mm512_fmadd_ps(ms, _mm512_set1_ps(mw[r][h]), acc[r]);
+      }
+    }
+  }
+  QKV_UNROLL_LANES for (size_t r = 0; r < R; ++r) out[r] = acc[r];
+}
+
+template <class Dec>
+QKV_VNNI_TARGET void GemmLanesType(const uint8_t* base, size_t cols, const float* tables, size_t M, float* y,
+                                   size_t ldy, size_t n_rows) {
+  using B = typename Dec::Block;
+  const size_t nb = cols / 32, rb = nb * sizeof(B);
+  const LanesInputs in(tables, cols);
+  // 16 rows at a time (two tiles), their outputs transposed to rows in lanes
+  // and stored per input.
+  for (size_t r0 = 0; r0 < n_rows; r0 += 16) {
+    const size_t n = std::min<size_t>(16, n_rows - r0);
+    __m512i v[16];
+    __m512* f = reinterpret_cast<__m512*>(v);
+    for (size_t h = 0; h < 16; h += kLanesRows) {
+      if (h + kLanesRows <= n) {
+        TileLanes<Dec, kLanesRows>(base + (r0 + h) * rb, rb, nb, in, f + h);
+        continue;
+      }
+      for (size_t r = h; r < 16; ++r) f[r] = _mm512_setzero_ps();
+      for (size_t r = h; r < n; ++r) TileLanes<Dec, 1>(base + (r0 + r) * rb, rb, nb, in, f + r);
+    }
+    avx512::Transpose16x16(v);  // v[c] lane r: output (r0 + r, c)
+    const __mmask16 rows = static_cast<__mmask16>(n == 16 ? 0xFFFF : (1u << n) - 1);
+    for (size_t c = 0; c < M; ++c) _mm512_mask_storeu_ps(y + c * ldy + r0, rows, _mm512_castsi512_ps(v[c]));
+  }
+}
+
+#undef QKV_UNROLL_LANES
+
+HWY_INLINE bool GemmLanes(DType t, const void* rows, size_t cols, const float* tables, size_t M, float* y,
+                          size_t ldy, size_t n_rows) {
+  bool done = false;
+  WithVnniDecoder(t, [&](auto tag) {
+    using Dec = typename decltype(tag)::type;
+    if constexpr (Dec::Block::kValues == 32) {
+      GemmLanesType<Dec>(static_cast<const uint8_t*>(rows), cols, tables, M, y, ldy, n_rows);
+      done = true;
+    }
+  });
+  return done;
+}
+
+HWY_INLINE bool LanesTables(DType t, const void* xa, size_t cols, size_t M, float* tables) {
+  bool done = false;
+  WithVnniDecoder(t, [&](auto tag) {
+    using Dec = typename decltype(tag)::type;
+    if constexpr (Dec::Block::kValues == 32) {
+      LanesTablesType<Dec>(static_cast<const uint8_t*>(xa), cols, M, tables);
+      done = true;
+    }
+  });
+  return done;
+}
