@@ -185,7 +185,7 @@ TEST_CASE("matmul of every block type matches the fp64 reference at every batch 
 TEST_CASE("the inputs-in-lanes kernel equals the packed kernel bit for bit") {
   // The same f32 operations per output in the same order, whichever of the
   // two lays the rows or the inputs along the lanes: row counts with partial
-  // 8-row tiles and 16-row blocks, short and long rows, 3 to 16 inputs.
+  // 8-row tiles and 16-row blocks, short and long rows, 8 to 16 inputs.
   std::mt19937 g(23);
   for (DType t : {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::IQ4_NL, DType::Q8_0}) {
     if (!quant_gemm_lanes(t, 16)) continue;  // no AVX-512 VNNI here
@@ -193,7 +193,7 @@ TEST_CASE("the inputs-in-lanes kernel equals the packed kernel bit for bit") {
     for (int64_t cols : {32, 608, 2080}) {
       for (int64_t rows : {5, 43}) {
         const TestMatrix w = random_matrix(t, rows, cols, g);
-        for (int64_t M : {3, 7, 16}) {
+        for (int64_t M : {8, 11, 16}) {
           for (int threads : {1, 2}) {
             CAPTURE(cols);
             CAPTURE(rows);
@@ -334,8 +334,9 @@ TEST_CASE("the packed kernel's tables refuse types and row lengths they cannot t
     CHECK(quant_gemm_table_floats(DType::Q6_K, 512, 7) == 7 * (3 * 512 / 16 + 512 / 4));
     CHECK(quant_gemm_table_floats(DType::Q4_0, 512, 20) == 20 * (3 * 512 / 32 + 512 / 4));
     // The lanes layout of the 32-value types: 16 input lanes whatever the batch.
-    CHECK(quant_gemm_table_floats(DType::Q4_0, 512, 5) == 16 * (3 * 512 / 32 + 512 / 4));
-    CHECK(quant_gemm_table_floats(DType::Q4_K, 512, 5) == 5 * (3 * 512 / 32 + 512 / 4));
+    CHECK(quant_gemm_table_floats(DType::Q4_0, 512, 9) == 16 * (3 * 512 / 32 + 512 / 4));
+    CHECK(quant_gemm_table_floats(DType::Q4_0, 512, 5) == 5 * (3 * 512 / 32 + 512 / 4));
+    CHECK(quant_gemm_table_floats(DType::Q4_K, 512, 9) == 9 * (3 * 512 / 32 + 512 / 4));
     CHECK_NOTHROW(quant_gemm_tables(DType::Q4_K, xa.data(), 512, 1, tables.data()));
   } else {
     // No packed kernel on this CPU: a clear error, not garbage.

@@ -1,5 +1,5 @@
 // Inputs-in-lanes AVX-512 VNNI GEMM of the 32-value block types for batches
-// of at most 16 inputs (batched decode): lane c of every register is input c,
+// of 8 to 16 inputs (batched decode): lane c of every register is input c,
 // so the weights need no transposition. Per 4 columns, one register holds the
 // 16 inputs' 4 activation bytes (laid out once per batch); each weight row's
 // blocks are decoded in row order into an L1 scratch and its 4-byte groups
