@@ -158,7 +158,7 @@ void matmul_block_gemm(const Matrix* Ws, float* const* Ys, int count, const floa
         quant_gemm(W.type, static_cast<const uint8_t*>(W.data) + r0 * rb, cols,
                    xa.buf[a].data() + static_cast<size_t>(m0) * xa.bytes[a], static_cast<size_t>(m1 - m0),
                    Ys[i] + m0 * W.rows + r0, static_cast<size_t>(W.rows), static_cast<size_t>(r1 - r0),
-                   packed ? xa.tables_for(W.type, m0) : nullptr);
+                   packed ? xa.tables_for(W.type, m0) : nullptr, static_cast<size_t>(M));
       }
     }
   });

@@ -322,13 +322,13 @@ void DotRows(DType t, const void* rows, size_t cols, const void* xa, float* y, s
 // The batched GEMM (kernels/quant/gemm_vnni-inl.h, or with tables
 // gemm_vnni_packed-inl.h); false: none on this target.
 bool Gemm(DType t, const void* rows, size_t cols, const void* xa, size_t M, float* y, size_t ldy, size_t n_rows,
-          const float* tables) {
+          const float* tables, bool lanes) {
 #if HWY_TARGET == HWY_AVX3_DL
-  if (tables != nullptr && quant_gemm_lanes(t, M)) return GemmLanes(t, rows, cols, tables, M, y, ldy, n_rows);
+  if (tables != nullptr && lanes) return GemmLanes(t, rows, cols, tables, M, y, ldy, n_rows);
   if (tables != nullptr) return GemmPacked(t, rows, cols, tables, M, y, ldy, n_rows);
   return GemmVnni(t, rows, cols, xa, M, y, ldy, n_rows);
 #else
-  (void)t, (void)rows, (void)cols, (void)xa, (void)M, (void)y, (void)ldy, (void)n_rows, (void)tables;
+  (void)t, (void)rows, (void)cols, (void)xa, (void)M, (void)y, (void)ldy, (void)n_rows, (void)tables, (void)lanes;
   return false;
 #endif
 }
@@ -455,10 +455,16 @@ void quant_gemm_tables(DType t, const void* xa, size_t cols, size_t M, float* ta
 }
 
 void quant_gemm(DType t, const void* rows, size_t cols, const void* xa, size_t M, float* y, size_t ldy,
-                size_t n_rows, const float* tables) {
+                size_t n_rows, const float* tables, size_t batch) {
   QKV_CHECK(dtype_is_quantized(t) && dtype_row_ok(t, cols), "quant_gemm: ", cols, " columns of ", dtype_name(t));
   QKV_CHECK(ldy >= n_rows || M <= 1, "quant_gemm: output stride ", ldy, " below the row count ", n_rows);
-  QKV_CHECK(HWY_DYNAMIC_DISPATCH(Gemm)(t, rows, cols, xa, M, y, ldy, n_rows, tables), "quant_gemm: no kernel for ",
+  // The tables' layout is that of the batch they were made for, which a
+  // call of the packed kernel may take a slice of, and one of the lanes kernel not.
+  if (batch == 0) batch = M;
+  const bool lanes = tables != nullptr && quant_gemm_lanes(t, batch);
+  QKV_CHECK(!lanes || M == batch, "quant_gemm: ", M, " of a batch of ", batch,
+            " inputs in the inputs-in-lanes layout (a call takes it whole)");
+  QKV_CHECK(HWY_DYNAMIC_DISPATCH(Gemm)(t, rows, cols, xa, M, y, ldy, n_rows, tables, lanes), "quant_gemm: no kernel for ",
             dtype_name(t), " on this CPU (check quant_gemm_available)");
 }
 

@@ -60,9 +60,10 @@ void quant_dot_rows_scalar(DType t, const void* rows, size_t cols, const void* x
 // (kernels/quant/gemm_vnni_lanes-inl.h: no transposition of the weights; the
 // same f32 operations per output as the packed kernel, so the same results):
 // its tables cover the whole batch, which a call must then take whole.
+// `batch`: the inputs the tables were made for (0: M), whose count chose their layout.
 bool quant_gemm_available(DType t);
 void quant_gemm(DType t, const void* rows, size_t cols, const void* xa, size_t M, float* y, size_t ldy,
-                size_t n_rows, const float* tables = nullptr);
+                size_t n_rows, const float* tables = nullptr, size_t batch = 0);
 // The tables of a batch of M inputs for weights of type t (the layout of the
 // kernel that the batch takes): quant_gemm_table_floats(t, cols, M) floats.
 size_t quant_gemm_table_floats(DType t, size_t cols, size_t M);
