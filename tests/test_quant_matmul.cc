@@ -22,12 +22,12 @@
 // order of a whole weight, far outside the bound. On CPUs with AVX-512 VNNI
 // the block types go through the integer block GEMMs instead (ggml's integer
 // sums on each input's activation blocks): from kQuantGemmPackedMinInputs
-// inputs the packed-weight kernel (up to 16 inputs of the 32-value types the
+// inputs the packed-weight kernel (at 8-16 inputs of the 32-value types the
 // inputs-in-lanes kernel, which must equal it bit for bit), within
-// check_packed's f32 bound of the fp64 reference on those blocks; below it (and at every size with
-// set_quant_gemm_packed(false)) the tile kernel, whose every output must equal
-// quant_dot_rows_scalar's for its input bit for bit; the other paths are
-// tested too, with set_block_gemm(false).
+// check_packed's f32 bound of the fp64 reference on those blocks; below it
+// (and at every size with set_quant_gemm_packed(false)) the tile kernel,
+// whose every output must equal quant_dot_rows_scalar's for its input bit for
+// bit; the other paths are tested too, with set_block_gemm(false).
 #include <doctest/doctest.h>
 #include <omp.h>
 
@@ -159,8 +159,8 @@ TEST_CASE("matmul of every block type matches the fp64 reference at every batch 
       // The integer block GEMM where the CPU has it (packed kernel from
       // kQuantGemmPackedMinInputs, then the tile kernel at every size), then
       // the other paths.
-      // Modes: 0 the default kernels (inputs-in-lanes for the 32-value types
-      // up to 16 inputs, packed otherwise), 3 the packed kernel at every batch.
+      // Modes: 0 the default kernels (inputs-in-lanes for 8-16 inputs of the
+      // 32-value types, packed otherwise), 3 the packed kernel at every batch.
       for (int mode : {0, 3, 1, 2}) {
         detail::set_block_gemm(mode != 2);
         set_quant_gemm_packed(mode == 0 || mode == 3);
@@ -324,7 +324,7 @@ TEST_CASE("decode_rows_f32_blocks gives decode_row's values exactly") {
   }
 }
 
-TEST_CASE("the packed kernel's tables refuse types and row lengths they cannot take") {
+TEST_CASE("the packed kernel's tables refuse types and row lengths they cannot take, and calls off their batch") {
   std::vector<uint8_t> xa(act_bytes(DType::Q4_K, 512));
   // Per input: 3 floats per sub-block and the activation bytes (one float per 4).
   std::vector<float> tables(3 * 512 / 16 + 512 / 4);
@@ -341,6 +341,19 @@ TEST_CASE("the packed kernel's tables refuse types and row lengths they cannot t
     CHECK(quant_gemm_table_floats(DType::Q4_0, 512, 5) == 5 * (3 * 512 / 32 + 512 / 4));
     CHECK(quant_gemm_table_floats(DType::Q4_K, 512, 9) == 9 * (3 * 512 / 32 + 512 / 4));
     CHECK_NOTHROW(quant_gemm_tables(DType::Q4_K, xa.data(), 512, 1, tables.data()));
+    // A call that does not match the batch the tables were made for: a clear error.
+    if (quant_gemm_lanes(DType::Q4_0, 16)) {
+      std::vector<uint8_t> xa16(16 * act_bytes(DType::Q4_0, 512));
+      std::vector<float> lanes(quant_gemm_table_floats(DType::Q4_0, 512, 16));
+      quant_gemm_tables(DType::Q4_0, xa16.data(), 512, 16, lanes.data());
+      std::vector<uint8_t> rows(dtype_row_bytes(DType::Q4_0, 512));
+      std::vector<float> y(16);
+      CHECK_THROWS_WITH(quant_gemm(DType::Q4_0, rows.data(), 512, xa16.data(), 8, y.data(), 1, 1, lanes.data(), 16),
+                        doctest::Contains("8 of a batch of 16 inputs in the inputs-in-lanes layout"));
+      CHECK_THROWS_WITH(quant_gemm(DType::Q4_0, rows.data(), 512, xa16.data(), 16, y.data(), 1, 1, lanes.data(), 8),
+                        doctest::Contains("16 inputs from tables made for 8"));
+      CHECK_NOTHROW(quant_gemm(DType::Q4_0, rows.data(), 512, xa16.data(), 16, y.data(), 1, 1, lanes.data(), 16));
+    }
   } else {
     // No packed kernel on this CPU: a clear error, not garbage.
     CHECK_THROWS_WITH(quant_gemm_tables(DType::Q4_K, xa.data(), 512, 1, tables.data()),

@@ -137,27 +137,28 @@ QKV_VNNI_TARGET void GemmLanesType(const uint8_t* base, size_t cols, const float
 
 #undef QKV_UNROLL_LANES
 
-HWY_INLINE bool GemmLanes(DType t, const void* rows, size_t cols, const float* tables, size_t M, float* y,
-                          size_t ldy, size_t n_rows) {
+// f(DecTag<decoder of t>{}) for the 32-value types; false for the others.
+template <class F>
+HWY_INLINE bool WithLanesDecoder(DType t, const F& f) {
   bool done = false;
   WithVnniDecoder(t, [&](auto tag) {
-    using Dec = typename decltype(tag)::type;
-    if constexpr (Dec::Block::kValues == 32) {
-      GemmLanesType<Dec>(static_cast<const uint8_t*>(rows), cols, tables, M, y, ldy, n_rows);
+    if constexpr (decltype(tag)::type::Block::kValues == 32) {
+      f(tag);
       done = true;
     }
   });
   return done;
 }
 
-HWY_INLINE bool LanesTables(DType t, const void* xa, size_t cols, size_t M, float* tables) {
-  bool done = false;
-  WithVnniDecoder(t, [&](auto tag) {
-    using Dec = typename decltype(tag)::type;
-    if constexpr (Dec::Block::kValues == 32) {
-      LanesTablesType<Dec>(static_cast<const uint8_t*>(xa), cols, M, tables);
-      done = true;
-    }
+HWY_INLINE bool GemmLanes(DType t, const void* rows, size_t cols, const float* tables, size_t M, float* y,
+                          size_t ldy, size_t n_rows) {
+  return WithLanesDecoder(t, [&](auto tag) {
+    GemmLanesType<typename decltype(tag)::type>(static_cast<const uint8_t*>(rows), cols, tables, M, y, ldy, n_rows);
   });
-  return done;
+}
+
+HWY_INLINE bool LanesTables(DType t, const void* xa, size_t cols, size_t M, float* tables) {
+  return WithLanesDecoder(t, [&](auto tag) {
+    LanesTablesType<typename decltype(tag)::type>(static_cast<const uint8_t*>(xa), cols, M, tables);
+  });
 }

@@ -436,8 +436,7 @@ void set_quant_gemm_packed(bool allowed) { g_packed_allowed = allowed; }
 // '^matmul(_nolanes)?/(q4_0|q5_0|iq4_nl)/(5632x2048|2048x768)/16/', docs/design.md).
 bool quant_gemm_lanes(DType t, size_t M) {
   return g_lanes_allowed && quant_gemm_packed(M) && M >= kQuantGemmLanesMinInputs && M <= kQuantGemmLanesMaxInputs &&
-         dtype_is_quantized(t) &&
-         dtype_block_values(t) == 32;
+         dtype_is_quantized(t) && dtype_block_values(t) == 32;
 }
 
 void set_quant_gemm_lanes(bool allowed) { g_lanes_allowed = allowed; }
@@ -461,6 +460,7 @@ void quant_gemm(DType t, const void* rows, size_t cols, const void* xa, size_t M
   // The tables' layout is that of the batch they were made for, which a
   // call of the packed kernel may take a slice of, and one of the lanes kernel not.
   if (batch == 0) batch = M;
+  QKV_CHECK(M <= batch, "quant_gemm: ", M, " inputs from tables made for ", batch);
   const bool lanes = tables != nullptr && quant_gemm_lanes(t, batch);
   QKV_CHECK(!lanes || M == batch, "quant_gemm: ", M, " of a batch of ", batch,
             " inputs in the inputs-in-lanes layout (a call takes it whole)");
