@@ -79,7 +79,9 @@ TEST_CASE("SIMD block-type kernels equal the scalar reference kernels") {
   // The SIMD kernels sum the same exact integer block sums and do the same f32
   // operations in the same order as the scalar ones (kernels/quant/vec_dot.h),
   // so the two agree bit for bit; row counts cover 4-row passes, stream splits
-  // and leftover rows, column counts odd and even block counts.
+  // and leftover rows, column counts odd and even block counts (18: a group
+  // of 16 blocks and a short last one, whose scales the VNNI kernel reads
+  // one by one).
   // Every compiled target: AVX3_DL runs the VNNI kernels, AVX2 and AVX3 the
   // 256-bit ones (kernels/quant/vec_dot_hwy-inl.h), the others the scalar
   // kernels compiled for them. With `flat`, every activation quantizes to
@@ -96,7 +98,7 @@ TEST_CASE("SIMD block-type kernels equal the scalar reference kernels") {
     for (DType t : kTypes) {
       CAPTURE(dtype_name(t));
       const size_t bv = dtype_block_values(t);
-      for (size_t blocks : {size_t(1), size_t(2), size_t(3), size_t(7), size_t(22)}) {
+      for (size_t blocks : {size_t(1), size_t(2), size_t(3), size_t(7), size_t(18), size_t(22)}) {
         for (size_t rows : {size_t(1), size_t(2), size_t(4), size_t(7), size_t(8), size_t(33)}) {
           const size_t cols = blocks * bv;
           CAPTURE(cols);
