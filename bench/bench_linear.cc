@@ -27,6 +27,7 @@
 #include "kernels/linear.h"
 #include "kernels/linear_internal.h"
 #include "kernels/quant/activation.h"
+#include "kernels/quant/row_groups.h"
 #include "kernels/quant/vec_dot.h"
 #include "hwy/targets.h"
 
@@ -140,15 +141,16 @@ void naive_matvec(const Matrix& W, const float* x, float* y) {
   }
 }
 
-void BM_matvec(benchmark::State& state, DType t, int64_t rows, int64_t cols, bool naive,
-               detail::Q8Dot q8) {
+// hot: one copy of the matrix, so that it stays in cache (L2 at 1536x576).
+void BM_matvec_copies(benchmark::State& state, DType t, int64_t rows, int64_t cols, bool naive,
+                      detail::Q8Dot q8, bool hot) {
   const int threads = int(state.range(0));
   omp_set_num_threads(threads);
   const detail::Q8Dot saved = detail::q8_matvec_mode();
   detail::set_q8_matvec_mode(q8);
   const size_t saved_prefetch = detail::matvec_prefetch_bytes(t);
   detail::set_matvec_prefetch_bytes(t, size_t(state.range(1)));
-  const Weights w = make_weights(t, rows, cols, naive ? 0 : kStreamBytes);
+  const Weights w = make_weights(t, rows, cols, naive || hot ? 0 : kStreamBytes);
   const auto x = random_vec(size_t(cols));
   std::vector<float> y(static_cast<size_t>(rows));
   size_t i = 0;
@@ -164,6 +166,48 @@ void BM_matvec(benchmark::State& state, DType t, int64_t rows, int64_t cols, boo
   state.counters["copies"] = double(w.copies.size());
   detail::set_q8_matvec_mode(saved);
   detail::set_matvec_prefetch_bytes(t, saved_prefetch);
+}
+
+// The row-group matvec (kernels/quant/row_groups.h) on the same weights,
+// interleaved in groups of 16 rows, from as many copies (hot: one): each call
+// quantizes the input as matvec() does and shares the groups among the threads.
+void BM_matvec_row_groups(benchmark::State& state, DType t, int64_t rows, int64_t cols, bool hot) {
+  const int threads = int(state.range(0));
+  const Weights w = make_weights(t, rows, cols, hot ? 0 : kStreamBytes);
+  std::vector<HugeBuffer> groups;
+  groups.reserve(w.copies.size());
+  for (const HugeBuffer& c : w.copies) {
+    groups.emplace_back(w.bytes());
+    pack_row_groups(t, c.data(), size_t(rows), size_t(cols), groups.back().data());
+  }
+  const auto x = random_vec(size_t(cols));
+  std::vector<uint8_t> xa(act_bytes(t, size_t(cols)));
+  std::vector<float> y(static_cast<size_t>(rows));
+  const int64_t n_groups = rows / int64_t(kRowGroup);
+  const size_t group_bytes = kRowGroup * dtype_row_bytes(t, size_t(cols));
+  size_t i = 0;
+  for (auto _ : state) {
+    const uint8_t* g = groups[i++ % groups.size()].data();
+    quantize_activation(t, x.data(), size_t(cols), xa.data());
+#pragma omp parallel num_threads(threads)
+    {
+      const int64_t k = omp_get_thread_num(), n = omp_get_num_threads();
+      const int64_t g0 = n_groups * k / n, g1 = n_groups * (k + 1) / n;
+      row_group_dot(t, g + g0 * group_bytes, size_t(cols), xa.data(), y.data() + g0 * int64_t(kRowGroup), size_t(g1 - g0));
+    }
+    benchmark::DoNotOptimize(y.data());
+    benchmark::ClobberMemory();
+  }
+  state.counters["bytes/s"] = benchmark::Counter(double(w.bytes()) * state.iterations(),
+                                                 benchmark::Counter::kIsRate, benchmark::Counter::kIs1024);
+  state.counters["copies"] = double(w.copies.size());
+}
+
+void BM_matvec(benchmark::State& state, DType t, int64_t rows, int64_t cols, bool naive, detail::Q8Dot q8) {
+  BM_matvec_copies(state, t, rows, cols, naive, q8, false);
+}
+void BM_matvec_hot(benchmark::State& state, DType t, int64_t rows, int64_t cols) {
+  BM_matvec_copies(state, t, rows, cols, false, detail::q8_matvec_mode(), true);
 }
 
 // Flop rate of Y = X·Wᵀ for M inputs; `mode` 0 = matmul(), 1/2 = oneDNN in f32/bf16,
@@ -274,6 +318,21 @@ int register_all() {
       benchmark::RegisterBenchmark(("matvec/" + std::string(dtype_name(t)) + "/1536x576").c_str(), BM_matvec, t, 1536,
                                    576, false, detail::q8_matvec_mode())
           ->Args({1, 0})->Args({2, 0})->UseRealTime();
+    }
+    // The same shapes as row groups (rows interleaved 16 at a time), and at
+    // 1536x576 both with the matrix in cache (_hot: one copy, in L2).
+    if (row_group_dot_available(t)) {
+      for (const auto& s : {kMatvecShapes[4], {2048, 5632}, {1536, 576}}) {
+        const std::string shape = std::to_string(s.rows) + "x" + std::to_string(s.cols);
+        benchmark::RegisterBenchmark(("matvec_row_groups/" + std::string(dtype_name(t)) + "/" + shape).c_str(),
+                                     BM_matvec_row_groups, t, s.rows, s.cols, false)
+            ->Arg(1)->Arg(2)->UseRealTime();
+      }
+      const std::string name = std::string(dtype_name(t)) + "/1536x576";
+      benchmark::RegisterBenchmark(("matvec_hot/" + name).c_str(), BM_matvec_hot, t, 1536, 576)
+          ->Args({1, 0})->Args({2, 0})->UseRealTime();
+      benchmark::RegisterBenchmark(("matvec_row_groups_hot/" + name).c_str(), BM_matvec_row_groups, t, 1536, 576, true)
+          ->Arg(1)->Arg(2)->UseRealTime();
     }
     // Batches: prefill-sized and batched decode (the integer block GEMM where
     // the CPU has AVX-512 VNNI: its packed-weight kernel, and its 4x4 tile

@@ -1,0 +1,110 @@
+// ctest-labels: kernels asan
+// Row groups (kernels/quant/row_groups.h): the layout round-trips every
+// 32-value block type byte for byte; row_group_dot equals its scalar kernel
+// bit for bit on every compiled SIMD target and is within the f32 bound of an
+// fp64 reference; bad shapes and types are refused by name.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "kernels/dtype.h"
+#include "kernels/quant/row_groups.h"
+#include "kernels/quant/vec_dot.h"
+#include "tests/error_matchers.h"
+#include "tests/quant_fixture.h"
+#include "tests/simd_targets.h"
+
+using namespace qkv;
+using testing::random_rows;
+
+namespace {
+
+constexpr DType kLayoutTypes[] = {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0, DType::IQ4_NL};
+constexpr DType kDotTypes[] = {DType::Q4_0, DType::IQ4_NL};
+
+// The fp64 dot product of row r (from its GGUF blocks) with the activation
+// blocks, and the sum of the magnitudes of its per-block terms.
+testing::RowRef reference(DType t, const uint8_t* row, size_t cols, const std::vector<uint8_t>& xa) {
+  const testing::ActRef a = testing::dequantized_activation(t, xa, cols);
+  return testing::row_reference(t, row, cols, a);
+}
+
+}  // namespace
+
+TEST_CASE("the row-group layout round-trips every 32-value block type") {
+  std::mt19937 g(3);
+  for (DType t : kLayoutTypes) {
+    CAPTURE(dtype_name(t));
+    CHECK(row_groups_layout(t));
+    for (size_t cols : {size_t(32), size_t(96), size_t(576)}) {
+      for (size_t rows : {size_t(16), size_t(48)}) {
+        const std::vector<uint8_t> w = random_rows(t, rows, cols, g);
+        std::vector<uint8_t> packed(w.size()), back(w.size());
+        pack_row_groups(t, w.data(), rows, cols, packed.data());
+        CHECK(packed != w);  // the bytes moved
+        unpack_row_groups(t, packed.data(), rows, cols, back.data());
+        CHECK(back == w);
+        // Row r's d (the first 2-byte field of its first block) sits at 2r of its group.
+        const size_t rb = dtype_row_bytes(t, cols);
+        for (size_t r = 0; r < rows; ++r) {
+          const size_t group = r / kRowGroup * kRowGroup * rb;
+          CHECK(std::memcmp(packed.data() + group + 2 * (r % kRowGroup), w.data() + r * rb, 2) == 0);
+        }
+      }
+    }
+  }
+  for (DType t : {DType::Q4_K, DType::Q6_K, DType::IQ4_XS, DType::F16}) CHECK_FALSE(row_groups_layout(t));
+}
+
+TEST_CASE("row_group_dot equals its scalar kernel and the fp64 reference") {
+  // Per row and block, the exact integer sum times (dw * da) is fused-added
+  // into one f32 accumulator: nb roundings of the accumulator and one of each
+  // scale product, so |y - ref| <= (nb + 2) * 2^-24 * sum |terms| (plus the
+  // conversion of the integer sum, exact below 2^24).
+  std::mt19937 g(5);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  for (DType t : kDotTypes) {
+    CAPTURE(dtype_name(t));
+    REQUIRE(row_group_dot_available(t));
+    for (size_t cols : {size_t(32), size_t(64), size_t(576), size_t(2048)}) {
+      for (size_t groups : {size_t(1), size_t(2), size_t(3)}) {
+        CAPTURE(cols);
+        CAPTURE(groups);
+        const size_t rows = groups * kRowGroup;
+        const std::vector<uint8_t> w = random_rows(t, rows, cols, g);
+        std::vector<uint8_t> packed(w.size());
+        pack_row_groups(t, w.data(), rows, cols, packed.data());
+        std::vector<float> x(cols);
+        for (auto& v : x) v = nd(g);
+        x[cols / 2] = -9.0f;
+        std::vector<uint8_t> xa(act_bytes(t, cols));
+        quantize_activation(t, x.data(), cols, xa.data());
+        std::vector<float> ys(rows), yr(rows);
+        row_group_dot_scalar(t, packed.data(), cols, xa.data(), yr.data(), groups);
+        testing::for_each_simd_target([&] {
+          std::fill(ys.begin(), ys.end(), 0.0f);
+          row_group_dot(t, packed.data(), cols, xa.data(), ys.data(), groups);
+          for (size_t r = 0; r < rows; ++r) CHECK(ys[r] == yr[r]);
+        });
+        const size_t rb = dtype_row_bytes(t, cols);
+        for (size_t r = 0; r < rows; ++r) {
+          const testing::RowRef ref = reference(t, w.data() + r * rb, cols, xa);
+          const double tol = (double(cols / 32) + 2.0) * std::ldexp(1.0, -24) * ref.mag + 1e-30;
+          CHECK(std::fabs(yr[r] - ref.value) <= tol);
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("row groups refuse bad shapes and types by name") {
+  std::vector<uint8_t> buf(64 * 1024), out(64 * 1024);
+  std::vector<float> y(64);
+  CHECK(test::throws_with([&] { pack_row_groups(DType::Q4_0, buf.data(), 15, 64, out.data()); }, "15 rows (a multiple of 16)"));
+  CHECK(test::throws_with([&] { pack_row_groups(DType::Q4_0, buf.data(), 16, 48, out.data()); }, "48 columns of q4_0"));
+  CHECK(test::throws_with([&] { unpack_row_groups(DType::Q4_K, buf.data(), 16, 256, out.data()); }, "q4_k has no row-group layout"));
+  CHECK(test::throws_with([&] { row_group_dot(DType::Q5_0, buf.data(), 64, out.data(), y.data(), 1); }, "row_group_dot: no kernel for q5_0"));
+}
