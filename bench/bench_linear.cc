@@ -254,6 +254,39 @@ void BM_matmul(benchmark::State& state, DType t, int64_t rows, int64_t cols, int
   state.counters["peak_rss_MB"] = peak_rss_mb();
 }
 
+// The packed GEMM on row groups (quant_gemm with row_groups): the inputs
+// quantized and laid out as matmul() does, then 32-row blocks shared among
+// the threads, all inputs in one panel (batched-decode sizes; prefill's
+// panels are block_gemm's); against matmul_nolanes (the packed kernel on
+// the rows) and matmul (there the inputs-in-lanes kernel).
+void BM_matmul_row_groups(benchmark::State& state, DType t, int64_t rows, int64_t cols) {
+  const int64_t M = state.range(0);
+  const int threads = int(state.range(1));
+  const Weights w = make_weights(t, rows, cols, 0);
+  HugeBuffer groups(w.bytes());
+  pack_row_groups(t, w.copies[0].data(), size_t(rows), size_t(cols), groups.data());
+  const auto X = random_vec(size_t(M * cols));
+  std::vector<float> Y(size_t(M * rows));
+  const size_t ab = act_bytes(t, size_t(cols)), rb = dtype_row_bytes(t, size_t(cols));
+  std::vector<uint8_t> xa(size_t(M) * ab);
+  std::vector<float> tables(quant_gemm_table_floats(t, size_t(cols), size_t(M), false));
+  for (auto _ : state) {
+#pragma omp parallel for num_threads(threads) if (M * cols >= (int64_t{1} << 18))
+    for (int64_t m = 0; m < M; ++m) quantize_activation(t, X.data() + m * cols, size_t(cols), xa.data() + m * ab);
+    quant_gemm_tables(t, xa.data(), size_t(cols), size_t(M), tables.data(), false);
+#pragma omp parallel for num_threads(threads) schedule(dynamic)
+    for (int64_t r0 = 0; r0 < rows; r0 += 32) {
+      const int64_t n = std::min<int64_t>(32, rows - r0);
+      quant_gemm(t, groups.data() + size_t(r0) * rb, size_t(cols), xa.data(), size_t(M), Y.data() + r0, size_t(rows),
+                 size_t(n), tables.data(), size_t(M), true);
+    }
+    benchmark::DoNotOptimize(Y.data());
+    benchmark::ClobberMemory();
+  }
+  state.counters["FLOP/s"] = benchmark::Counter(2.0 * M * rows * cols * state.iterations(),
+                                                benchmark::Counter::kIsRate, benchmark::Counter::kIs1000);
+}
+
 // The block-type row kernels (kernels/quant/vec_dot) on one thread with the
 // dispatch forced to one SIMD target: `simd` false = the scalar kernels
 // compiled for it (what that target ran before it had SIMD ones). With
@@ -353,7 +386,7 @@ int register_all() {
       // The inputs-in-lanes kernel's batches on the packed kernel, to compare.
       benchmark::RegisterBenchmark(("matmul_nolanes/" + std::string(dtype_name(t)) + "/" + shape).c_str(), BM_matmul,
                                    t, s.rows, s.cols, 8, false)
-          ->Args({16, 2})->UseRealTime();
+          ->Args({16, 2})->Args({512, 2})->UseRealTime();
     }
     // The 143M model's FFN up (batched decode of 16 sequences), short rows.
     for (int mode : {0, 6, 5, 8}) {
@@ -364,6 +397,14 @@ int register_all() {
                                                  : "matmul_tiles/") +
                                     std::string(dtype_name(t)) + "/2048x768").c_str(),
                                    BM_matmul, t, 2048, 768, mode, false)
+          ->Args({16, 1})->Args({16, 2})->UseRealTime();
+    }
+    if (row_group_dot_available(t)) {
+      benchmark::RegisterBenchmark(("matmul_row_groups/" + std::string(dtype_name(t)) + "/" + shape).c_str(),
+                                   BM_matmul_row_groups, t, s.rows, s.cols)
+          ->Args({16, 2})->UseRealTime();
+      benchmark::RegisterBenchmark(("matmul_row_groups/" + std::string(dtype_name(t)) + "/2048x768").c_str(),
+                                   BM_matmul_row_groups, t, 2048, 768)
           ->Args({16, 1})->Args({16, 2})->UseRealTime();
     }
     if (t == DType::Q4_0 || t == DType::Q4_K) {

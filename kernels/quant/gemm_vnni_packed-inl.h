@@ -174,6 +174,36 @@ QKV_VNNI_TARGET void PackRows(const uint8_t* rows, size_t stride, size_t n, size
   }
 }
 
+// A row group (kernels/quant/row_groups.h) of the nibble types packed: its
+// words already hold the 16 rows in lanes, so line 8i + q (values 32i + 4q
+// ..) is word q's low nibbles and line 8i + 4 + q word q's high ones, as
+// unsigned u (IQ4_NL: its level + 128), and dw the 16 rows' d; no transposition.
+template <class Dec>
+constexpr bool kPacksGroups = std::is_same_v<Dec, DecQ4_0> || std::is_same_v<Dec, DecIQ4_NL>;
+
+template <class Dec>
+QKV_VNNI_TARGET void PackGroup(const uint8_t* group, size_t cols, uint32_t* HWY_RESTRICT w, float* HWY_RESTRICT dw) {
+  static_assert(kPacksGroups<Dec>, "row groups of the nibble types");
+  constexpr size_t kColumn = 16 * sizeof(typename Dec::Block);
+  const __m512i low4 = _mm512_set1_epi8(0x0F);
+  for (size_t i = 0; i < cols / 32; ++i) {
+    const uint8_t* column = group + i * kColumn;
+    _mm_prefetch(reinterpret_cast<const char*>(column + kPackPrefetchBytes), _MM_HINT_T0);
+    _mm512_store_ps(dw + i * 16, _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(column))));
+    for (size_t q = 0; q < 4; ++q) {
+      _mm_prefetch(reinterpret_cast<const char*>(column + kPackPrefetchBytes + 32 + 64 * q), _MM_HINT_T0);
+      const __m512i v = _mm512_loadu_si512(column + 32 + 64 * q);
+      __m512i lo = _mm512_and_si512(v, low4), hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), low4);
+      if constexpr (std::is_same_v<Dec, DecIQ4_NL>) {
+        lo = _mm512_shuffle_epi8(IQ4Table(), lo);
+        hi = _mm512_shuffle_epi8(IQ4Table(), hi);
+      }
+      _mm512_store_si512(w + (8 * i + q) * 16, lo);
+      _mm512_store_si512(w + (8 * i + 4 + q) * 16, hi);
+    }
+  }
+}
+
 // 4 bytes at p in every 32-bit lane by vbroadcastss from memory, a load-port
 // operation: the vpbroadcastd that the compiler makes of _mm512_set1_epi32
 // also took a shuffle port here, which vpdpbusd shares (bench/bench_isa.cc,
@@ -329,7 +359,8 @@ struct PackedTiles {
   }
 };
 
-template <class Dec>
+// kGroups: base holds row groups (n_rows a multiple of 16), packed by PackGroup.
+template <class Dec, bool kGroups = false>
 QKV_VNNI_TARGET void GemmPackedType(const uint8_t* base, size_t cols, const float* tab, size_t M, float* y,
                                     size_t ldy, size_t n_rows) {
   using T = PackedType<Dec>;
@@ -364,6 +395,15 @@ QKV_VNNI_TARGET void GemmPackedType(const uint8_t* base, size_t cols, const floa
     const size_t n = std::min<size_t>(32, n_rows - r);
     for (size_t g = 0; g < 2; ++g) {
       const size_t n_g = n > 16 * g ? std::min<size_t>(16, n - 16 * g) : 0;
+      if constexpr (kGroups) {
+        if (n_g == 16) {
+          PackGroup<Dec>(base + (r + 16 * g) * rb, cols, w[g], dw[g]);
+        } else {  // past the last group (n_rows % 32 == 16): zero rows
+          std::memset(w[g], 0, lines);
+          std::memset(dw[g], 0, scales);
+        }
+        continue;
+      }
       PackRows<Dec>(base + (r + 16 * g) * rb, rb, n_g, cols, rowbuf, sd, sm, ld, w[g], dw[g], mw[g]);
     }
     const uint32_t* const wc[2] = {w[0], w[1]};
@@ -380,6 +420,20 @@ HWY_INLINE bool GemmPacked(DType t, const void* rows, size_t cols, const float* 
   return WithVnniDecoder(t, [&](auto tag) {
     GemmPackedType<typename decltype(tag)::type>(static_cast<const uint8_t*>(rows), cols, tab, M, y, ldy, n_rows);
   });
+}
+
+// The packed kernel on row groups; false for the types without them.
+HWY_INLINE bool GemmPackedGroups(DType t, const void* groups, size_t cols, const float* tab, size_t M, float* y,
+                                 size_t ldy, size_t n_rows) {
+  bool done = false;
+  WithVnniDecoder(t, [&](auto tag) {
+    using Dec = typename decltype(tag)::type;
+    if constexpr (kPacksGroups<Dec>) {
+      GemmPackedType<Dec, true>(static_cast<const uint8_t*>(groups), cols, tab, M, y, ldy, n_rows);
+      done = true;
+    }
+  });
+  return done;
 }
 
 HWY_INLINE bool PackedTables(DType t, const void* xa, size_t cols, size_t M, float* tables) {

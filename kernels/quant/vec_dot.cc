@@ -9,6 +9,7 @@
 
 #include "kernels/error.h"
 #include "kernels/quant/activation.h"
+#include "kernels/quant/row_groups.h"
 #include "kernels/transpose16x16.h"
 #include "hwy/aligned_allocator.h"
 #include "hwy/cache_control.h"
@@ -322,24 +323,25 @@ void DotRows(DType t, const void* rows, size_t cols, const void* xa, float* y, s
 // The batched GEMM (kernels/quant/gemm_vnni-inl.h, or with tables
 // gemm_vnni_packed-inl.h); false: none on this target.
 bool Gemm(DType t, const void* rows, size_t cols, const void* xa, size_t M, float* y, size_t ldy, size_t n_rows,
-          const float* tables, bool lanes) {
+          const float* tables, bool lanes, bool groups) {
 #if HWY_TARGET == HWY_AVX3_DL
+  if (groups) return tables != nullptr && GemmPackedGroups(t, rows, cols, tables, M, y, ldy, n_rows);
   if (tables != nullptr && lanes) return GemmLanes(t, rows, cols, tables, M, y, ldy, n_rows);
   if (tables != nullptr) return GemmPacked(t, rows, cols, tables, M, y, ldy, n_rows);
   return GemmVnni(t, rows, cols, xa, M, y, ldy, n_rows);
 #else
-  (void)t, (void)rows, (void)cols, (void)xa, (void)M, (void)y, (void)ldy, (void)n_rows, (void)tables, (void)lanes;
+  (void)t, (void)rows, (void)cols, (void)xa, (void)M, (void)y, (void)ldy, (void)n_rows, (void)tables, (void)lanes, (void)groups;
   return false;
 #endif
 }
 
 // The packed kernel's input tables; false: none on this target.
-bool GemmTables(DType t, const void* xa, size_t cols, size_t M, float* tables) {
+bool GemmTables(DType t, const void* xa, size_t cols, size_t M, float* tables, bool lanes) {
 #if HWY_TARGET == HWY_AVX3_DL
-  if (quant_gemm_lanes(t, M)) return LanesTables(t, xa, cols, M, tables);
+  if (lanes && quant_gemm_lanes(t, M)) return LanesTables(t, xa, cols, M, tables);
   return PackedTables(t, xa, cols, M, tables);
 #else
-  (void)t, (void)xa, (void)cols, (void)M, (void)tables;
+  (void)t, (void)xa, (void)cols, (void)M, (void)tables, (void)lanes;
   return false;
 #endif
 }
@@ -441,31 +443,37 @@ bool quant_gemm_lanes(DType t, size_t M) {
 
 void set_quant_gemm_lanes(bool allowed) { g_lanes_allowed = allowed; }
 
-size_t quant_gemm_table_floats(DType t, size_t cols, size_t M) {
+size_t quant_gemm_table_floats(DType t, size_t cols, size_t M, bool lanes) {
   // Both layouts take the same floats per input; the lanes one has 16 input lanes whatever M.
-  return HWY_DYNAMIC_DISPATCH(GemmTableFloats)(t, cols) * (quant_gemm_lanes(t, M) ? kQuantGemmLanesMaxInputs : M);
+  return HWY_DYNAMIC_DISPATCH(GemmTableFloats)(t, cols) * (lanes && quant_gemm_lanes(t, M) ? kQuantGemmLanesMaxInputs : M);
 }
 
-void quant_gemm_tables(DType t, const void* xa, size_t cols, size_t M, float* tables) {
+void quant_gemm_tables(DType t, const void* xa, size_t cols, size_t M, float* tables, bool lanes) {
   QKV_CHECK(dtype_is_quantized(t) && dtype_row_ok(t, cols), "quant_gemm_tables: ", cols, " columns of ",
             dtype_name(t));
-  QKV_CHECK(HWY_DYNAMIC_DISPATCH(GemmTables)(t, xa, cols, M, tables), "quant_gemm_tables: no packed kernel for ",
+  QKV_CHECK(HWY_DYNAMIC_DISPATCH(GemmTables)(t, xa, cols, M, tables, lanes), "quant_gemm_tables: no packed kernel for ",
             dtype_name(t), " on this CPU (check quant_gemm_available)");
 }
 
 void quant_gemm(DType t, const void* rows, size_t cols, const void* xa, size_t M, float* y, size_t ldy,
-                size_t n_rows, const float* tables, size_t batch) {
+                size_t n_rows, const float* tables, size_t batch, bool row_groups) {
   QKV_CHECK(dtype_is_quantized(t) && dtype_row_ok(t, cols), "quant_gemm: ", cols, " columns of ", dtype_name(t));
   QKV_CHECK(ldy >= n_rows || M <= 1, "quant_gemm: output stride ", ldy, " below the row count ", n_rows);
   // The tables' layout is that of the batch they were made for, which a
   // call of the packed kernel may take a slice of, and one of the lanes kernel not.
   if (batch == 0) batch = M;
   QKV_CHECK(M <= batch, "quant_gemm: ", M, " inputs from tables made for ", batch);
-  const bool lanes = tables != nullptr && quant_gemm_lanes(t, batch);
+  if (row_groups) {
+    QKV_CHECK(row_group_dot_available(t) && tables != nullptr && n_rows % kRowGroup == 0, "quant_gemm: row groups of ",
+              dtype_name(t), " (", n_rows, " rows", tables == nullptr ? ", no tables" : "",
+              ") need a type with row groups, whole groups and the packed kernel's tables");
+  }
+  const bool lanes = !row_groups && tables != nullptr && quant_gemm_lanes(t, batch);
   QKV_CHECK(!lanes || M == batch, "quant_gemm: ", M, " of a batch of ", batch,
             " inputs in the inputs-in-lanes layout (a call takes it whole)");
-  QKV_CHECK(HWY_DYNAMIC_DISPATCH(Gemm)(t, rows, cols, xa, M, y, ldy, n_rows, tables, lanes), "quant_gemm: no kernel for ",
-            dtype_name(t), " on this CPU (check quant_gemm_available)");
+  QKV_CHECK(HWY_DYNAMIC_DISPATCH(Gemm)(t, rows, cols, xa, M, y, ldy, n_rows, tables, lanes, row_groups),
+            "quant_gemm: no kernel for ", dtype_name(t), row_groups ? " row groups" : "",
+            " on this CPU (check quant_gemm_available)");
 }
 
 }  // namespace qkv

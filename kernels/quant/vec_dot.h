@@ -61,13 +61,18 @@ void quant_dot_rows_scalar(DType t, const void* rows, size_t cols, const void* x
 // same f32 operations per output as the packed kernel, so the same results):
 // its tables cover the whole batch, which a call must then take whole.
 // `batch`: the inputs the tables were made for (0: M), whose count chose their layout.
+// row_groups: rows holds n_rows / kRowGroup row groups (kernels/quant/row_groups.h,
+// types with row_group_dot_available), which the packed kernel reads in place
+// of rows, without transposing them (the same results as on the rows); its
+// tables then in the packed layout whatever M (quant_gemm_tables with lanes false).
 bool quant_gemm_available(DType t);
 void quant_gemm(DType t, const void* rows, size_t cols, const void* xa, size_t M, float* y, size_t ldy,
-                size_t n_rows, const float* tables = nullptr, size_t batch = 0);
+                size_t n_rows, const float* tables = nullptr, size_t batch = 0, bool row_groups = false);
 // The tables of a batch of M inputs for weights of type t (the layout of the
-// kernel that the batch takes): quant_gemm_table_floats(t, cols, M) floats.
-size_t quant_gemm_table_floats(DType t, size_t cols, size_t M);
-void quant_gemm_tables(DType t, const void* xa, size_t cols, size_t M, float* tables);
+// kernel that the batch takes; lanes false: the packed kernel's whatever M):
+// quant_gemm_table_floats(t, cols, M, lanes) floats.
+size_t quant_gemm_table_floats(DType t, size_t cols, size_t M, bool lanes = true);
+void quant_gemm_tables(DType t, const void* xa, size_t cols, size_t M, float* tables, bool lanes = true);
 constexpr size_t kQuantGemmPackedMinInputs = 3;
 constexpr size_t kQuantGemmTileInputs = 6;
 constexpr size_t kQuantGemmLanesMinInputs = 8;
