@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "kernels/error.h"
@@ -41,12 +42,14 @@ constexpr size_t kPackedPanelBytes = 512 * 1024;
 struct BatchActivations {
   std::vector<uint8_t> buf[3];  // indexed by ActType
   size_t bytes[3] = {0, 0, 0};  // per input
-  std::vector<DType> table_types;
+  // Per weight type and layout (row groups take the packed kernel's tables
+  // whatever the batch, rows may take the inputs-in-lanes kernel's).
+  std::vector<std::pair<DType, bool>> table_types;
   std::vector<std::vector<float>> tables;  // [i]: for weights of table_types[i]
   std::vector<size_t> table_floats;        // [i]: per input
-  const float* tables_for(DType t, int64_t m0) const {
+  const float* tables_for(const Matrix& W, int64_t m0) const {
     for (size_t i = 0; i < table_types.size(); ++i) {
-      if (table_types[i] == t) return tables[i].data() + static_cast<size_t>(m0) * table_floats[i];
+      if (table_types[i] == std::make_pair(W.type, W.row_groups)) return tables[i].data() + static_cast<size_t>(m0) * table_floats[i];
     }
     return nullptr;
   }
@@ -74,15 +77,18 @@ struct BatchActivations {
     if (!packed) return;
     for (int i = 0; i < count; ++i) {
       const DType t = Ws[i].type;
-      if (std::find(table_types.begin(), table_types.end(), t) != table_types.end()) continue;
+      const auto key = std::make_pair(t, Ws[i].row_groups);
+      if (std::find(table_types.begin(), table_types.end(), key) != table_types.end()) continue;
       const size_t k = table_types.size();
-      table_types.push_back(t);
+      table_types.push_back(key);
       if (tables.size() <= k) tables.resize(k + 1), table_floats.resize(k + 1);
       // Floats per input of the packed layout (its tiles start at multiples of
       // them); a batch small enough for the lanes layout is one panel.
+      const bool lanes = !Ws[i].row_groups;
       table_floats[k] = quant_gemm_table_floats(t, cols, 1);
-      tables[k].resize(quant_gemm_table_floats(t, cols, static_cast<size_t>(M)));
-      quant_gemm_tables(t, buf[static_cast<int>(act_type(t))].data(), cols, static_cast<size_t>(M), tables[k].data());
+      tables[k].resize(quant_gemm_table_floats(t, cols, static_cast<size_t>(M), lanes));
+      quant_gemm_tables(t, buf[static_cast<int>(act_type(t))].data(), cols, static_cast<size_t>(M), tables[k].data(),
+                        lanes);
     }
   }
 };
@@ -158,7 +164,7 @@ void matmul_block_gemm(const Matrix* Ws, float* const* Ys, int count, const floa
         quant_gemm(W.type, static_cast<const uint8_t*>(W.data) + r0 * rb, cols,
                    xa.buf[a].data() + static_cast<size_t>(m0) * xa.bytes[a], static_cast<size_t>(m1 - m0),
                    Ys[i] + m0 * W.rows + r0, static_cast<size_t>(W.rows), static_cast<size_t>(r1 - r0),
-                   packed ? xa.tables_for(W.type, m0) : nullptr, static_cast<size_t>(M));
+                   packed ? xa.tables_for(W, m0) : nullptr, static_cast<size_t>(M), W.row_groups);
       }
     }
   });

@@ -17,6 +17,7 @@
 // thread count (1 and 2 threads give bit-identical results). Called from inside a
 // parallel region, the call runs serially on the calling thread.
 #include "kernels/linear.h"
+#include "kernels/quant/row_groups.h"
 
 #include <omp.h>
 
@@ -484,6 +485,8 @@ void check_matrix(const Matrix& W, const char* what) {
             W.rows, "x", W.cols);
   QKV_CHECK(W.data != nullptr || W.rows == 0 || W.cols == 0, what, ": null weight data for a ", W.rows,
             "x", W.cols, " matrix");
+  QKV_CHECK(!W.row_groups || (row_group_dot_available(W.type) && W.rows % int64_t(kRowGroup) == 0), what,
+            ": ", W.rows, " rows of ", dtype_name(W.type), " cannot be row groups");
 }
 
 size_t weight_bytes(const Matrix& W) {
@@ -551,7 +554,8 @@ void matvec_multi(const Matrix* Ws, float* const* ys, int count, const float* x)
               " columns but matrix 0 has ", Ws[0].cols, " (they share one input)");
     QKV_CHECK(ys[i] != nullptr || Ws[i].rows == 0, "matvec: null output for matrix ", i);
     bytes += weight_bytes(Ws[i]);
-    blocks += (Ws[i].rows + kRowBlock - 1) / kRowBlock;
+    const int64_t unit = Ws[i].row_groups ? int64_t(kRowGroup) : kRowBlock;  // whole groups per block
+    blocks += (Ws[i].rows + unit - 1) / unit;
   }
   QKV_CHECK(x != nullptr || Ws[0].cols == 0, "matvec: null input vector");
   if (blocks == 0) return;
@@ -595,9 +599,15 @@ void matvec_multi(const Matrix* Ws, float* const* ys, int count, const float* x)
     while (queue.take(&b0, &b1)) {
       int64_t first = 0;  // global index of matrix i's first block
       for (int i = 0; i < count && first < b1; ++i) {
-        const int64_t nb = (Ws[i].rows + kRowBlock - 1) / kRowBlock;
+        const int64_t unit = Ws[i].row_groups ? int64_t(kRowGroup) : kRowBlock;
+        const int64_t nb = (Ws[i].rows + unit - 1) / unit;
         const int64_t lo = std::max(b0, first), hi = std::min(b1, first + nb);
-        if (lo < hi && ggml_dot_type(Ws[i].type)) {
+        if (lo < hi && Ws[i].row_groups) {
+          const size_t cols = static_cast<size_t>(Ws[i].cols);
+          const int64_t r0 = (lo - first) * unit;
+          row_group_dot(Ws[i].type, static_cast<const uint8_t*>(Ws[i].data) + r0 * dtype_row_bytes(Ws[i].type, cols),
+                        cols, xa.for_type(Ws[i].type), ys[i] + r0, static_cast<size_t>(hi - lo));
+        } else if (lo < hi && ggml_dot_type(Ws[i].type)) {
           const int64_t r0 = (lo - first) * kRowBlock, r1 = std::min(Ws[i].rows, (hi - first) * kRowBlock);
           const size_t cols = static_cast<size_t>(Ws[i].cols);
           quant_dot_rows(Ws[i].type, static_cast<const uint8_t*>(Ws[i].data) + r0 * dtype_row_bytes(Ws[i].type, cols),
@@ -619,7 +629,7 @@ void matmul(const Matrix& W, const float* X, int64_t M, float* Y) {
   QKV_CHECK(X != nullptr || W.cols == 0, "matmul: null input");
   QKV_CHECK(Y != nullptr, "matmul: null output");
   if (M == 1) return matvec(W, X, Y);
-  if (M > kMatmulSmallMaxM && !omp_in_parallel() && current_team() == nullptr && W.cols > 0 &&
+  if (M > kMatmulSmallMaxM && !omp_in_parallel() && current_team() == nullptr && W.cols > 0 && !W.row_groups &&
       !detail::block_gemm_type(W.type, M)) {
     if (dtype_is_quantized(W.type)) {
       static thread_local std::vector<float> xr;
@@ -671,15 +681,20 @@ void matmul_multi(const Matrix* Ws, float* const* Ys, int count, const float* X,
     QKV_CHECK(Ys[i] != nullptr || Ws[i].rows == 0, "matmul: null output for matrix ", i);
   }
   QKV_CHECK(X != nullptr || Ws[0].cols == 0, "matmul: null input");
+  // Row groups take the block GEMM only through its packed kernel, else input by input.
+  auto gemm_for = [&](const Matrix& W) {
+    return detail::block_gemm_type(W.type, M) && (!W.row_groups || quant_gemm_packed(static_cast<size_t>(M)));
+  };
+  auto per_input_for = [&](const Matrix& W) { return W.row_groups ? !gemm_for(W) : ggml_batch_per_input(W.type, M); };
   bool any_gemm = false;
-  for (int i = 0; i < count; ++i) any_gemm |= detail::block_gemm_type(Ws[i].type, M);
+  for (int i = 0; i < count; ++i) any_gemm |= gemm_for(Ws[i]);
   if (any_gemm && Ws[0].cols > 0) {
     // The integer block GEMM (kernels/block_gemm.cc) for the block types, the
     // usual paths for the others.
     std::vector<Matrix> gw, ow;
     std::vector<float*> gy, oy;
     for (int i = 0; i < count; ++i) {
-      const bool gemm = detail::block_gemm_type(Ws[i].type, M);
+      const bool gemm = gemm_for(Ws[i]);
       (gemm ? gw : ow).push_back(Ws[i]);
       (gemm ? gy : oy).push_back(Ys[i]);
     }
@@ -688,14 +703,14 @@ void matmul_multi(const Matrix* Ws, float* const* Ys, int count, const float* X,
     return;
   }
   bool any_per_input = false;
-  for (int i = 0; i < count; ++i) any_per_input |= ggml_batch_per_input(Ws[i].type, M);
+  for (int i = 0; i < count; ++i) any_per_input |= per_input_for(Ws[i]);
   if (any_per_input) {
     // Block types without a batch kernel here: each input quantized and
     // dotted as in decode. The other matrices take their usual path.
     std::vector<Matrix> qw, ow;
     std::vector<float*> qy, oy;
     for (int i = 0; i < count; ++i) {
-      const bool per_input = ggml_batch_per_input(Ws[i].type, M);
+      const bool per_input = per_input_for(Ws[i]);
       (per_input ? qw : ow).push_back(Ws[i]);
       (per_input ? qy : oy).push_back(Ys[i]);
     }

@@ -5,7 +5,8 @@
 #    most 10% of the preset's own divergence from the F32 base (measured here
 #    the same way), at most 3e-5 for F16/BF16/Q8_0 (on CPUs without AVX-512
 #    VNNI Q8_0's prefill runs through a dequantized bf16 GEMM instead of int8
-#    dots: 1e-4 there);
+#    dots: 1e-4 there); IQ4_NL's weights are laid out in row groups where the
+#    CPU has AVX-512 VNNI (kernels/quant/row_groups.h);
 #  * greedy text (200 tokens, F32 KV cache) equals llama.cpp's for all six
 #    prompts with F32 and F16 weights (up to where qkv stops at BOS); for the
 #    other presets the number of matching prompts is printed.
@@ -23,7 +24,7 @@ kld() {  # kld MODEL_PRESET BASE_PRESET
   "$qkv" perplexity -m "$shared/models/tinystories-3M-$1.gguf" --kl-divergence "$shared/reference/tinystories-3M-$2.kld" \
     --kv-type f32 -t 2 --chunks 1 --json 2>/dev/null | python3 -c 'import json,sys; print(json.load(sys.stdin)["kld"])'
 }
-for p in F16 Q8_0 Q4_K_M IQ4_XS; do
+for p in F16 Q8_0 Q4_K_M IQ4_XS IQ4_NL; do
   same=$(kld $p $p) || { echo "FAIL: perplexity on $p"; fail=1; continue; }
   own=$(kld $p F32) || { echo "FAIL: perplexity on $p against F32"; fail=1; continue; }
   verdict=$(python3 -c "

@@ -8,9 +8,11 @@
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "kernels/dtype.h"
+#include "kernels/linear.h"
 #include "kernels/quant/row_groups.h"
 #include "kernels/quant/vec_dot.h"
 #include "tests/error_matchers.h"
@@ -148,6 +150,56 @@ TEST_CASE("the packed GEMM on row groups equals it on the rows") {
                           "(20 rows)"));
   CHECK(test::throws_with([&] { quant_gemm(DType::Q5_0, buf.data(), 64, xa.data(), 3, y.data(), 16, 16, tables.data(), 0, true); },
                           "row groups of q5_0"));
+}
+
+TEST_CASE("matvec and matmul on a row-group matrix") {
+  // matvec: row_group_dot's outputs. Batches: from 3 inputs the packed block
+  // GEMM, equal to it on the rows (inputs-in-lanes kernel off); 2 inputs, or
+  // the packed kernel switched off: input by input, row_group_dot's outputs.
+  if (!quant_gemm_available(DType::Q4_0)) {
+    MESSAGE("SKIPPED: no AVX-512 VNNI here (row groups are laid out only where the block GEMM runs)");
+    return;
+  }
+  std::mt19937 g(13);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  for (DType t : kDotTypes) {
+    CAPTURE(dtype_name(t));
+    const size_t rows = 48, cols = 576;
+    const std::vector<uint8_t> w = random_rows(t, rows, cols, g);
+    std::vector<uint8_t> packed(w.size());
+    pack_row_groups(t, w.data(), rows, cols, packed.data());
+    Matrix on_rows{w.data(), t, int64_t(rows), int64_t(cols)};
+    Matrix grouped{packed.data(), t, int64_t(rows), int64_t(cols)};
+    grouped.row_groups = true;
+    for (int64_t M : {1, 2, 3, 8, 16, 40}) {
+      for (bool packed_kernel : {true, false}) {
+        CAPTURE(M);
+        CAPTURE(packed_kernel);
+        std::vector<float> X(size_t(M) * cols);
+        for (auto& v : X) v = nd(g);
+        std::vector<float> y(size_t(M) * rows, -1.0f), want(size_t(M) * rows, -2.0f);
+        set_quant_gemm_packed(packed_kernel);
+        matmul(grouped, X.data(), M, y.data());
+        set_quant_gemm_packed(true);
+        if (M >= 3 && packed_kernel) {
+          set_quant_gemm_lanes(false);
+          matmul(on_rows, X.data(), M, want.data());
+          set_quant_gemm_lanes(true);
+        } else {
+          std::vector<uint8_t> xa(act_bytes(t, cols));
+          for (int64_t m = 0; m < M; ++m) {
+            quantize_activation(t, X.data() + m * cols, cols, xa.data());
+            row_group_dot(t, packed.data(), cols, xa.data(), want.data() + m * rows, rows / kRowGroup);
+          }
+        }
+        CHECK(y == want);
+      }
+    }
+    Matrix bad = grouped;
+    bad.rows = 40;
+    std::vector<float> x(cols, 1.0f), y(rows);
+    CHECK(test::throws_with([&] { matvec(bad, x.data(), y.data()); }, "40 rows of " + std::string(dtype_name(t)) + " cannot be row groups"));
+  }
 }
 
 TEST_CASE("row groups refuse bad shapes and types by name") {

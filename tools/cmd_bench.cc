@@ -49,6 +49,8 @@ const char* kBenchUsage =
     "                          llama-quantize preset (q4_k_m, q8_0, iq4_xs, ...: see qkv quantize --help)\n"
     "  --untied                synthetic: a separate output matrix (default: tied to the embedding)\n"
     "  --arch A                synthetic: the model family (llama (default), qwen2, qwen3, phi3, gemma, gemma2, gemma3)\n"
+    "  --no-row-groups         keep Q4_0 / IQ4_NL weights in rows (default: 16-row groups where the CPU\n"
+    "                          has AVX-512 VNNI; for comparison)\n"
     "  --huge-pages            copy the weights into memory advised for transparent huge pages first\n"
     "                          (diagnostic: peak RSS then counts the weights twice)\n"
     "  --kv-type T             KV cache type: f32, f16 (default), bf16, q8_0\n"
@@ -75,7 +77,7 @@ const char* kBenchUsage =
 struct BenchOptions {
   std::string model_path, tokenizer_path, synthetic = "143M", json_out;
   WeightFormat weight_format;  // F16 unless --type
-  bool type_given = false, untied = false, huge_pages = false;
+  bool type_given = false, untied = false, huge_pages = false, row_groups = true;
   std::string arch = "llama";
   DType kv_type = DType::F16;
   int threads = 0;
@@ -449,6 +451,8 @@ int cmd_bench(int argc, char** argv) {
       o.arch = flag_value(argc, argv, i);
       arch_spec(o.arch);  // an unknown family fails here, naming the known ones
       synthetic_given = true;
+    } else if (a == "--no-row-groups") {
+      o.row_groups = false;
     } else if (a == "--huge-pages") {
       o.huge_pages = true;
     } else if (a == "--kv-type") {
@@ -552,6 +556,7 @@ int cmd_bench(int argc, char** argv) {
     report.model.source = std::string(tied ? "synthetic" : "synthetic, untied output") + ", " + o.arch;
     report.model.weight_type = weight_format_name(o.weight_format);
   }
+  if (o.row_groups) use_row_groups(model);
   if (o.huge_pages) {
     move_weights_to_huge_pages(model);
     report.model.source += ", weights on huge pages";
