@@ -354,7 +354,7 @@ int register_all() {
     }
     // The same shapes as row groups (rows interleaved 16 at a time), and at
     // 1536x576 both with the matrix in cache (_hot: one copy, in L2).
-    if (row_group_dot_available(t)) {
+    if (row_groups_layout(t)) {
       for (const auto& s : {kMatvecShapes[4], {2048, 5632}, {1536, 576}}) {
         const std::string shape = std::to_string(s.rows) + "x" + std::to_string(s.cols);
         benchmark::RegisterBenchmark(("matvec_row_groups/" + std::string(dtype_name(t)) + "/" + shape).c_str(),
@@ -399,7 +399,7 @@ int register_all() {
                                    BM_matmul, t, 2048, 768, mode, false)
           ->Args({16, 1})->Args({16, 2})->UseRealTime();
     }
-    if (row_group_dot_available(t)) {
+    if (row_groups_layout(t)) {
       benchmark::RegisterBenchmark(("matmul_row_groups/" + std::string(dtype_name(t)) + "/" + shape).c_str(),
                                    BM_matmul_row_groups, t, s.rows, s.cols)
           ->Args({16, 2})->UseRealTime();

@@ -485,7 +485,7 @@ void check_matrix(const Matrix& W, const char* what) {
             W.rows, "x", W.cols);
   QKV_CHECK(W.data != nullptr || W.rows == 0 || W.cols == 0, what, ": null weight data for a ", W.rows,
             "x", W.cols, " matrix");
-  QKV_CHECK(!W.row_groups || (row_group_dot_available(W.type) && W.rows % int64_t(kRowGroup) == 0), what,
+  QKV_CHECK(!W.row_groups || (row_groups_layout(W.type) && W.rows % int64_t(kRowGroup) == 0), what,
             ": ", W.rows, " rows of ", dtype_name(W.type), " cannot be row groups");
 }
 
@@ -524,7 +524,7 @@ struct QuantizedActivations {
   void prepare(const Matrix* Ws, int count, const float* x) {
     bool done[3] = {false, false, false};
     for (int i = 0; i < count; ++i) {
-      if (!ggml_dot_type(Ws[i].type)) continue;
+      if (!ggml_dot_type(Ws[i].type) && !Ws[i].row_groups) continue;
       const int a = static_cast<int>(act_type(Ws[i].type));
       if (done[a]) continue;
       const size_t cols = static_cast<size_t>(Ws[i].cols);
@@ -561,7 +561,7 @@ void matvec_multi(const Matrix* Ws, float* const* ys, int count, const float* x)
   if (blocks == 0) return;
   // Q8_0 integer dot products need x quantized once, shared by all threads.
   bool any_q8 = false;
-  for (int i = 0; i < count; ++i) any_q8 |= Ws[i].type == DType::Q8_0;
+  for (int i = 0; i < count; ++i) any_q8 |= Ws[i].type == DType::Q8_0 && !Ws[i].row_groups;
   const int16_t* xq = nullptr;
   const float* xd = nullptr;
   const int8_t* xq8 = nullptr;

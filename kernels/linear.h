@@ -18,7 +18,7 @@ struct Matrix {  // a read-only weight matrix
   DType type = DType::F32;
   int64_t rows = 0, cols = 0;
   // The rows laid out in row groups of 16 (kernels/quant/row_groups.h; types
-  // with row_group_dot_available, rows a multiple of 16): matvec reads them
+  // with row_groups_layout, rows a multiple of 16): matvec reads them
   // with row_group_dot, batches of 3 or more with the packed block GEMM on
   // CPUs with AVX-512 VNNI, other batches input by input.
   bool row_groups = false;

@@ -9,6 +9,7 @@
 #include "kernels/error.h"
 #include "kernels/linear.h"
 #include "kernels/ops.h"
+#include "kernels/quant/row_groups.h"
 #include "kernels/threads/team.h"
 
 namespace qkv {
@@ -127,8 +128,14 @@ void Decoder::check_tokens(const int32_t* tokens, int64_t n) const {
 void Decoder::embed(const int32_t* tokens, int64_t M) {
   const Matrix& E = model_.token_embd;
   const size_t row_bytes = dtype_row_bytes(E.type, static_cast<size_t>(E.cols));
+  // Row groups (a tied output laid out for the matvec): the row gathered first.
+  std::vector<uint8_t> gathered(E.row_groups ? row_bytes : 0);
   for (int64_t m = 0; m < M; ++m) {
-    const auto* row = static_cast<const uint8_t*>(E.data) + static_cast<size_t>(tokens[m]) * row_bytes;
+    const uint8_t* row = static_cast<const uint8_t*>(E.data) + static_cast<size_t>(tokens[m]) * row_bytes;
+    if (E.row_groups) {
+      row_group_row(E.type, E.data, static_cast<size_t>(E.cols), static_cast<size_t>(tokens[m]), gathered.data());
+      row = gathered.data();
+    }
     float* x = &x_[m * model_.config.dim];
     decode_row(E.type, row, static_cast<size_t>(E.cols), x);
     if (model_.config.embed_scale != 1.0f) {

@@ -52,28 +52,35 @@ int use_row_groups(Model& m) {
   auto keep = std::make_shared<std::vector<std::shared_ptr<const void>>>();
   keep->push_back(m.storage);
   const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  auto lay_out = [&](Matrix* w) {
+    if (w->row_groups || !row_groups_layout(w->type) || !quant_gemm_available(w->type) ||
+        w->rows % static_cast<int64_t>(kRowGroup) != 0 || w->rows == 0) {
+      return false;
+    }
+    const size_t bytes = matrix_bytes(*w);
+    std::shared_ptr<uint8_t> buf(static_cast<uint8_t*>(std::aligned_alloc(64, (bytes + 63) / 64 * 64)), std::free);
+    QKV_CHECK(buf != nullptr, "out of memory laying out a ", w->rows, " x ", w->cols, " matrix in row groups");
+    pack_row_groups(w->type, w->data, static_cast<size_t>(w->rows), static_cast<size_t>(w->cols), buf.get());
+    // The source's pages that lie wholly inside this matrix: a file
+    // mapping's are dropped (re-read if touched), a heap copy's zeroed;
+    // nothing reads them once the matrix points at its row groups.
+    const uintptr_t lo = (reinterpret_cast<uintptr_t>(w->data) + page - 1) / page * page;
+    const uintptr_t hi = (reinterpret_cast<uintptr_t>(w->data) + bytes) / page * page;
+    if (hi > lo) madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_DONTNEED);
+    w->data = buf.get();
+    w->row_groups = true;
+    keep->push_back(buf);
+    return true;
+  };
   int done = 0;
   for (LayerWeights& l : m.layers) {
-    for (Matrix* w : layer_matrices(l)) {
-      if (w->row_groups || !row_group_dot_available(w->type) || !quant_gemm_available(w->type) ||
-          w->rows % static_cast<int64_t>(kRowGroup) != 0 || w->rows == 0) {
-        continue;
-      }
-      const size_t bytes = matrix_bytes(*w);
-      std::shared_ptr<uint8_t> buf(static_cast<uint8_t*>(std::aligned_alloc(64, (bytes + 63) / 64 * 64)), std::free);
-      QKV_CHECK(buf != nullptr, "out of memory laying out a ", w->rows, " x ", w->cols, " matrix in row groups");
-      pack_row_groups(w->type, w->data, static_cast<size_t>(w->rows), static_cast<size_t>(w->cols), buf.get());
-      // The source's pages that lie wholly inside this matrix: a file
-      // mapping's are dropped (re-read if touched), a heap copy's zeroed;
-      // nothing reads them once the matrix points at its row groups.
-      const uintptr_t lo = (reinterpret_cast<uintptr_t>(w->data) + page - 1) / page * page;
-      const uintptr_t hi = (reinterpret_cast<uintptr_t>(w->data) + bytes) / page * page;
-      if (hi > lo) madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_DONTNEED);
-      w->data = buf.get();
-      w->row_groups = true;
-      keep->push_back(buf);
-      ++done;
-    }
+    for (Matrix* w : layer_matrices(l)) done += lay_out(w);
+  }
+  // The output; a tied embedding follows it (the decoder gathers its rows).
+  const bool tied = m.output.data == m.token_embd.data;
+  if (lay_out(&m.output)) {
+    ++done;
+    if (tied) m.token_embd = m.output;
   }
   if (done > 0) m.storage = keep;
   return done;

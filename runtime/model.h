@@ -104,13 +104,15 @@ struct Model {
   uint64_t parameter_count() const;
 };
 
-// Lays out the layer matrices that row groups speed up (kernels/quant/row_groups.h:
-// types with row_group_dot_available, rows a multiple of 16, on CPUs that run
-// the block GEMM on them) in row groups, in new memory that m.storage then
-// keeps too; the source's whole pages are given back (madvise: a file
-// mapping's dropped, a heap copy's zeroed), so the resident weights stay one
-// copy, and no other Model may share m's source memory. The embedding (and a tied output) keeps its
-// rows, which the decoder reads one at a time. Returns how many it laid out.
+// Lays out the layer matrices and the output that row groups speed up
+// (kernels/quant/row_groups.h: types with row_groups_layout, rows a multiple
+// of 16, on CPUs that run the block GEMM on them) in row groups, in new
+// memory that m.storage then keeps too; the source's whole pages are given
+// back (madvise: a file mapping's dropped, a heap copy's zeroed), so the
+// resident weights stay one copy, and no other Model may share m's source
+// memory. An embedding tied to the output shares its groups (the decoder
+// gathers one row at a time); an untied one keeps its rows. Returns how many
+// matrices it laid out.
 int use_row_groups(Model& m);
 
 // Every present (data != nullptr) matrix of a layer, projections and vectors alike.

@@ -25,7 +25,6 @@ using testing::random_rows;
 namespace {
 
 constexpr DType kLayoutTypes[] = {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0, DType::IQ4_NL};
-constexpr DType kDotTypes[] = {DType::Q4_0, DType::IQ4_NL};
 
 // The fp64 dot product of row r (from its GGUF blocks) with the activation
 // blocks, and the sum of the magnitudes of its per-block terms.
@@ -54,6 +53,10 @@ TEST_CASE("the row-group layout round-trips every 32-value block type") {
         for (size_t r = 0; r < rows; ++r) {
           const size_t group = r / kRowGroup * kRowGroup * rb;
           CHECK(std::memcmp(packed.data() + group + 2 * (r % kRowGroup), w.data() + r * rb, 2) == 0);
+          // row_group_row gathers the row back from its group.
+          std::vector<uint8_t> row(rb);
+          row_group_row(t, packed.data(), cols, r, row.data());
+          CHECK(std::memcmp(row.data(), w.data() + r * rb, rb) == 0);
         }
       }
     }
@@ -68,9 +71,9 @@ TEST_CASE("row_group_dot equals its scalar kernel and the fp64 reference") {
   // conversion of the integer sum, exact below 2^24).
   std::mt19937 g(5);
   std::normal_distribution<float> nd(0.0f, 1.0f);
-  for (DType t : kDotTypes) {
+  for (DType t : kLayoutTypes) {
     CAPTURE(dtype_name(t));
-    REQUIRE(row_group_dot_available(t));
+    REQUIRE(row_groups_layout(t));
     for (size_t cols : {size_t(32), size_t(64), size_t(576), size_t(2048)}) {
       for (size_t groups : {size_t(1), size_t(2), size_t(3)}) {
         CAPTURE(cols);
@@ -112,7 +115,7 @@ TEST_CASE("the packed GEMM on row groups equals it on the rows") {
   }
   std::mt19937 g(9);
   std::normal_distribution<float> nd(0.0f, 1.0f);
-  for (DType t : kDotTypes) {
+  for (DType t : kLayoutTypes) {
     CAPTURE(dtype_name(t));
     for (size_t cols : {size_t(64), size_t(576)}) {
       for (size_t rows : {size_t(16), size_t(48), size_t(64)}) {
@@ -148,8 +151,8 @@ TEST_CASE("the packed GEMM on row groups equals it on the rows") {
                           "need a type with row groups, whole groups and the packed kernel's tables"));
   CHECK(test::throws_with([&] { quant_gemm(DType::Q4_0, buf.data(), 64, xa.data(), 3, y.data(), 20, 20, tables.data(), 0, true); },
                           "(20 rows)"));
-  CHECK(test::throws_with([&] { quant_gemm(DType::Q5_0, buf.data(), 64, xa.data(), 3, y.data(), 16, 16, tables.data(), 0, true); },
-                          "row groups of q5_0"));
+  CHECK(test::throws_with([&] { quant_gemm(DType::Q4_K, buf.data(), 256, xa.data(), 3, y.data(), 16, 16, tables.data(), 0, true); },
+                          "row groups of q4_k"));
 }
 
 TEST_CASE("matvec and matmul on a row-group matrix") {
@@ -162,7 +165,7 @@ TEST_CASE("matvec and matmul on a row-group matrix") {
   }
   std::mt19937 g(13);
   std::normal_distribution<float> nd(0.0f, 1.0f);
-  for (DType t : kDotTypes) {
+  for (DType t : kLayoutTypes) {
     CAPTURE(dtype_name(t));
     const size_t rows = 48, cols = 576;
     const std::vector<uint8_t> w = random_rows(t, rows, cols, g);
@@ -208,5 +211,7 @@ TEST_CASE("row groups refuse bad shapes and types by name") {
   CHECK(test::throws_with([&] { pack_row_groups(DType::Q4_0, buf.data(), 15, 64, out.data()); }, "15 rows (a multiple of 16)"));
   CHECK(test::throws_with([&] { pack_row_groups(DType::Q4_0, buf.data(), 16, 48, out.data()); }, "48 columns of q4_0"));
   CHECK(test::throws_with([&] { unpack_row_groups(DType::Q4_K, buf.data(), 16, 256, out.data()); }, "q4_k has no row-group layout"));
-  CHECK(test::throws_with([&] { row_group_dot(DType::Q5_0, buf.data(), 64, out.data(), y.data(), 1); }, "row_group_dot: no kernel for q5_0"));
+  CHECK(test::throws_with([&] { row_group_dot(DType::Q4_K, buf.data(), 256, out.data(), y.data(), 1); }, "256 columns of q4_k"));
+  CHECK(test::throws_with([&] { row_group_dot(DType::Q5_1, buf.data(), 48, out.data(), y.data(), 1); }, "48 columns of q5_1"));
+  CHECK(test::throws_with([&] { row_group_row(DType::IQ4_XS, buf.data(), 256, 0, out.data()); }, "iq4_xs has no row-group layout"));
 }

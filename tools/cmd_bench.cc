@@ -49,7 +49,7 @@ const char* kBenchUsage =
     "                          llama-quantize preset (q4_k_m, q8_0, iq4_xs, ...: see qkv quantize --help)\n"
     "  --untied                synthetic: a separate output matrix (default: tied to the embedding)\n"
     "  --arch A                synthetic: the model family (llama (default), qwen2, qwen3, phi3, gemma, gemma2, gemma3)\n"
-    "  --no-row-groups         keep Q4_0 / IQ4_NL weights in rows (default: 16-row groups where the CPU\n"
+    "  --no-row-groups         keep 32-value block weights (Q4_0 ... Q8_0, IQ4_NL) in rows (default: 16-row groups where the CPU\n"
     "                          has AVX-512 VNNI; for comparison)\n"
     "  --huge-pages            copy the weights into memory advised for transparent huge pages first\n"
     "                          (diagnostic: peak RSS then counts the weights twice)\n"

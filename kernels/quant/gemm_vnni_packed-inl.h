@@ -19,7 +19,8 @@
 // the sub-block's bsums). These are ggml's terms summed in another order
 // than its 8-lane kernels (which sum a super-block's integers first): the
 // outputs differ from quant_dot_rows' by f32 rounding, within the bound of
-// tests/test_quant_matmul.cc.
+// tests/test_quant_matmul.cc. Q6_K sums its super-blocks' integers first
+// (PackedType::kSuper): acc[m] += float(sum_j sc_j * sum_j) * (da[m] * d).
 //
 // A tile is 32 rows (two packed groups) x kPackedC inputs: 2 x kPackedC
 // int32 sums and as many f32 accumulators in registers; per 4 columns two
@@ -55,7 +56,7 @@ struct PackedType {  // 32-value blocks: one sub-block each
   using Block = typename Dec::Block;
   using Act = typename Dec::Act;
   static constexpr size_t kValues = 32, kS = 32, kSubs = 1;
-  static constexpr bool kK = false, kMin = Dec::kMin;
+  static constexpr bool kK = false, kMin = Dec::kMin, kSuper = false;
 };
 template <class Dec>
 struct PackedType<Dec, true> {  // 256-value super-blocks against Q8_K
@@ -65,10 +66,18 @@ struct PackedType<Dec, true> {  // 256-value super-blocks against Q8_K
   static constexpr bool kK = true;
   static constexpr bool kMin =
       std::is_same_v<Block, BlockQ2_K> || std::is_same_v<Block, BlockQ4_K> || std::is_same_v<Block, BlockQ5_K>;
+  // Sums a super-block's integers first, as ggml's Q6_K kernel does:
+  // acc += float(sum_j sc_j * isum_j) * (da * d). With an f32 step per
+  // sub-block instead, the rounding differences flip activation roundings
+  // downstream: tinystories-3M Q6_K's mean KLD from llama.cpp's logits
+  // (qkv perplexity --kl-divergence, first chunk) was 6.8e-5, 16% of the
+  // preset's own 4.2e-4; the decode matvec, which sums first, 2.4e-6.
+  static constexpr bool kSuper = std::is_same_v<Block, BlockQ6_K>;
 };
 
 // One block's unsigned values at out (256-value types: Unpack) and its
-// sub-block scales sd[j] = d * sc_j and min factors sm[j] (kMin), as vectors.
+// sub-block scales sd[j] = d * sc_j and min factors sm[j] (kMin), as vectors;
+// kSuper: sd[j] = sc_j (int32 bits) and sm[0] = d, sm[j > 0] = 0.
 template <class Dec>
 QKV_VNNI_INLINE void UnpackK(const uint8_t* b, uint8_t* HWY_RESTRICT out, float* sd, float* sm) {
   using T = PackedType<Dec>;
@@ -77,6 +86,11 @@ QKV_VNNI_INLINE void UnpackK(const uint8_t* b, uint8_t* HWY_RESTRICT out, float*
   __m512i u[4];
   const __m512i sc = Dec::Unpack(b, u);
   for (int c = 0; c < 4; ++c) _mm512_storeu_si512(out + 64 * c, u[c]);
+  if constexpr (T::kSuper) {
+    _mm512_mask_storeu_epi32(sd, kSubsMask, sc);
+    _mm512_mask_storeu_ps(sm, kSubsMask, _mm512_maskz_mov_ps(1, _mm512_set1_ps(HalfAt(b + offsetof(B, d)))));
+    return;
+  }
   _mm512_mask_storeu_ps(sd, kSubsMask, _mm512_mul_ps(_mm512_set1_ps(HalfAt(b + offsetof(B, d))), _mm512_cvtepi32_ps(sc)));
   if constexpr (T::kMin) {
     __m512i m;
@@ -116,7 +130,8 @@ QKV_VNNI_INLINE void TransposeScales(const float* src, size_t ld, size_t subs, f
 }
 
 // A group of 16 weight rows (n < 16 real, the rest zero) packed: w (cols / 4
-// lines of 16 rows x 4 bytes), dw and mw (cols / S sub-blocks x 16 rows).
+// lines of 16 rows x 4 bytes), dw and mw (cols / S sub-blocks x 16 rows;
+// kSuper: the int32 sc_j, and d at each super-block's first sub-block).
 // Scratch: rowbuf (16 * cols bytes), sd and sm (16 rows of ld floats each,
 // ld >= subs rounded up to 16): the rows' values and scales before the
 // transposes.
@@ -161,7 +176,7 @@ QKV_VNNI_TARGET void PackRows(const uint8_t* rows, size_t stride, size_t n, size
     }
   }
   TransposeScales(sd, ld, subs, dw);
-  if constexpr (T::kMin) TransposeScales(sm, ld, subs, mw);
+  if constexpr (T::kMin || T::kSuper) TransposeScales(sm, ld, subs, mw);
   // 64 columns of the 16 rows at a time: row r's 16 words of 4 values,
   // transposed so that line k holds word k of every row.
   for (size_t c = 0; c < cols; c += 64) {
@@ -174,33 +189,24 @@ QKV_VNNI_TARGET void PackRows(const uint8_t* rows, size_t stride, size_t n, size
   }
 }
 
-// A row group (kernels/quant/row_groups.h) of the nibble types packed: its
-// words already hold the 16 rows in lanes, so line 8i + q (values 32i + 4q
-// ..) is word q's low nibbles and line 8i + 4 + q word q's high ones, as
-// unsigned u (IQ4_NL: its level + 128), and dw the 16 rows' d; no transposition.
+// A row group (kernels/quant/row_groups.h) packed: its words already hold
+// the 16 rows in lanes (GroupDecoder gives the lines), dw the 16 rows' d and
+// mw (Q4_1 / Q5_1) their m; no transposition.
 template <class Dec>
-constexpr bool kPacksGroups = std::is_same_v<Dec, DecQ4_0> || std::is_same_v<Dec, DecIQ4_NL>;
-
-template <class Dec>
-QKV_VNNI_TARGET void PackGroup(const uint8_t* group, size_t cols, uint32_t* HWY_RESTRICT w, float* HWY_RESTRICT dw) {
-  static_assert(kPacksGroups<Dec>, "row groups of the nibble types");
-  constexpr size_t kColumn = 16 * sizeof(typename Dec::Block);
-  const __m512i low4 = _mm512_set1_epi8(0x0F);
+QKV_GROUP_TARGET void PackGroup(const uint8_t* group, size_t cols, uint32_t* HWY_RESTRICT w, float* HWY_RESTRICT dw,
+                                float* HWY_RESTRICT mw) {
+  using D = GroupDecoder<Dec>;
+  const D dec;
   for (size_t i = 0; i < cols / 32; ++i) {
-    const uint8_t* column = group + i * kColumn;
-    _mm_prefetch(reinterpret_cast<const char*>(column + kPackPrefetchBytes), _MM_HINT_T0);
-    _mm512_store_ps(dw + i * 16, _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(column))));
-    for (size_t q = 0; q < 4; ++q) {
-      _mm_prefetch(reinterpret_cast<const char*>(column + kPackPrefetchBytes + 32 + 64 * q), _MM_HINT_T0);
-      const __m512i v = _mm512_loadu_si512(column + 32 + 64 * q);
-      __m512i lo = _mm512_and_si512(v, low4), hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), low4);
-      if constexpr (std::is_same_v<Dec, DecIQ4_NL>) {
-        lo = _mm512_shuffle_epi8(IQ4Table(), lo);
-        hi = _mm512_shuffle_epi8(IQ4Table(), hi);
-      }
-      _mm512_store_si512(w + (8 * i + q) * 16, lo);
-      _mm512_store_si512(w + (8 * i + 4 + q) * 16, hi);
+    const uint8_t* column = group + i * D::kColumnBytes;
+    for (size_t o = 0; o < D::kColumnBytes; o += 64) {
+      _mm_prefetch(reinterpret_cast<const char*>(column + kPackPrefetchBytes + o), _MM_HINT_T0);
     }
+    _mm512_store_ps(dw + i * 16, D::Scales(column));
+    if constexpr (D::kMin) _mm512_store_ps(mw + i * 16, D::Mins(column));
+    __m512i u[8];
+    dec.Lines(column, u);
+    for (size_t q = 0; q < 8; ++q) _mm512_store_si512(w + (8 * i + q) * 16, u[q]);
   }
 }
 
@@ -302,7 +308,11 @@ QKV_VNNI_TARGET void TilePacked(const float* HWY_RESTRICT tile, size_t subs, con
   const __mmask16 lo = static_cast<__mmask16>(n >= 16 ? 0xFFFF : (1u << n) - 1);
   const __mmask16 hi = static_cast<__mmask16>(n >= 32 ? 0xFFFF : n <= 16 ? 0 : (1u << (n - 16)) - 1);
   __m512 acc[C][2];
-  QKV_UNROLL_TILE for (size_t c = 0; c < C; ++c) acc[c][0] = acc[c][1] = _mm512_setzero_ps();
+  __m512i super[C][2];  // kSuper: the super-block's integer sums
+  QKV_UNROLL_TILE for (size_t c = 0; c < C; ++c) {
+    acc[c][0] = acc[c][1] = _mm512_setzero_ps();
+    super[c][0] = super[c][1] = _mm512_setzero_si512();
+  }
   for (size_t j = 0; j < subs; ++j) {
     const float* da = tile + j * 3 * C;
     const float* ms = da + C;
@@ -322,6 +332,27 @@ QKV_VNNI_TARGET void TilePacked(const float* HWY_RESTRICT tile, size_t subs, con
         sum[c][0] = _mm512_dpbusd_epi32(sum[c][0], l0, x);
         sum[c][1] = _mm512_dpbusd_epi32(sum[c][1], l1, x);
       }
+    }
+    if constexpr (T::kSuper) {
+      // The sub-block's sum times sc_j into the super-block's integer sum;
+      // at its last sub-block one fused multiply-add with da * d.
+      const __m512i sc0 = _mm512_load_si512(dw[0] + j * 16), sc1 = _mm512_load_si512(dw[1] + j * 16);
+      const bool first = j % T::kSubs == 0, last = j % T::kSubs == T::kSubs - 1;
+      QKV_UNROLL_TILE for (size_t c = 0; c < C; ++c) {
+        const __m512i p0 = _mm512_mullo_epi32(sum[c][0], sc0), p1 = _mm512_mullo_epi32(sum[c][1], sc1);
+        super[c][0] = first ? p0 : _mm512_add_epi32(super[c][0], p0);
+        super[c][1] = first ? p1 : _mm512_add_epi32(super[c][1], p1);
+      }
+      if (last) {
+        const size_t j0 = j + 1 - T::kSubs;
+        const __m512 d0 = _mm512_load_ps(mw[0] + j0 * 16), d1 = _mm512_load_ps(mw[1] + j0 * 16);
+        QKV_UNROLL_TILE for (size_t c = 0; c < C; ++c) {
+          const __m512 s = _mm512_set1_ps(da[c]);
+          acc[c][0] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(super[c][0]), _mm512_mul_ps(s, d0), acc[c][0]);
+          acc[c][1] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(super[c][1]), _mm512_mul_ps(s, d1), acc[c][1]);
+        }
+      }
+      continue;
     }
     const __m512 d0 = _mm512_load_ps(dw[0] + j * 16), d1 = _mm512_load_ps(dw[1] + j * 16);
     QKV_UNROLL_TILE for (size_t c = 0; c < C; ++c) {
@@ -397,10 +428,11 @@ QKV_VNNI_TARGET void GemmPackedType(const uint8_t* base, size_t cols, const floa
       const size_t n_g = n > 16 * g ? std::min<size_t>(16, n - 16 * g) : 0;
       if constexpr (kGroups) {
         if (n_g == 16) {
-          PackGroup<Dec>(base + (r + 16 * g) * rb, cols, w[g], dw[g]);
+          PackGroup<Dec>(base + (r + 16 * g) * rb, cols, w[g], dw[g], mw[g]);
         } else {  // past the last group (n_rows % 32 == 16): zero rows
           std::memset(w[g], 0, lines);
           std::memset(dw[g], 0, scales);
+          std::memset(mw[g], 0, scales);
         }
         continue;
       }
@@ -428,7 +460,7 @@ HWY_INLINE bool GemmPackedGroups(DType t, const void* groups, size_t cols, const
   bool done = false;
   WithVnniDecoder(t, [&](auto tag) {
     using Dec = typename decltype(tag)::type;
-    if constexpr (kPacksGroups<Dec>) {
+    if constexpr (kGroupDecoder<Dec>) {
       GemmPackedType<Dec, true>(static_cast<const uint8_t*>(groups), cols, tab, M, y, ldy, n_rows);
       done = true;
     }

@@ -12,12 +12,14 @@
 // size and row r0 of a group starts where it did (r0 * row_bytes).
 //
 // Arithmetic of row_group_dot, per row, over the blocks in order:
-//   acc = fma(float(isum_i), dw_i * da_i, acc),   y = acc,
+//   acc = fma(float(isum_i), dw_i * da_i, acc)   [Q4_1 / Q5_1: then
+//   acc = fma(mw_i, sa_i, acc)],   y = acc,
 // isum_i the exact integer dot product of the block's values (ggml's
-// integers: Q4_0 nibble - 8, IQ4_NL's table) with the activation block's
-// int8 values, dw_i and da_i the f16 scales of the weight and activation
-// blocks. This is not quant_dot_rows' order (8 lanes per block, ggml's AVX2
-// kernels): the two differ by f32 rounding.
+// integers: Q4_0 nibble - 8, Q5_0 five bits - 16, Q4_1 / Q5_1 unsigned,
+// IQ4_NL's table) with the activation block's int8 values, dw_i and da_i the
+// f16 scales of the weight and activation blocks (Q8_0, or Q8_1 with its
+// sum sa_i for the types with a min mw_i). This is not quant_dot_rows' order
+// (8 lanes per block, ggml's AVX2 kernels): the two differ by f32 rounding.
 #pragma once
 
 #include <cstddef>
@@ -28,20 +30,22 @@ namespace qkv {
 
 constexpr size_t kRowGroup = 16;
 
-// Whether t has the row-group layout (the 32-value block types) and whether
-// row_group_dot computes with it (Q4_0, IQ4_NL).
+// Whether t has the row-group layout (the 32-value block types: Q4_0, Q4_1,
+// Q5_0, Q5_1, Q8_0, IQ4_NL); row_group_dot computes with every one.
 bool row_groups_layout(DType t);
-bool row_group_dot_available(DType t);
 
 // n_rows rows of `cols` values (row-major, n_rows a multiple of kRowGroup)
 // into the row-group layout at out, and back. out must not overlap rows.
 void pack_row_groups(DType t, const void* rows, size_t n_rows, size_t cols, void* out);
 void unpack_row_groups(DType t, const void* groups, size_t n_rows, size_t cols, void* rows);
+// Row r of the matrix whose groups start at `groups`, as its row bytes
+// (dtype_row_bytes(t, cols) of them) at row.
+void row_group_row(DType t, const void* groups, size_t cols, size_t r, void* row);
 
 // y[16 g + r] = dot(row r of group g, xa) for n_groups groups at `groups`
 // (each kRowGroup * dtype_row_bytes(t, cols) bytes); xa from
 // quantize_activation(t, ...). AVX-512 VNNI where the CPU has it, else the
-// scalar kernel; both give the same results.
+// scalar kernel; both give the same results (kernels/quant/vec_dot.cc).
 void row_group_dot(DType t, const void* groups, size_t cols, const void* xa, float* y, size_t n_groups);
 // The scalar kernel on any CPU (the reference for the SIMD one).
 void row_group_dot_scalar(DType t, const void* groups, size_t cols, const void* xa, float* y, size_t n_groups);

@@ -295,11 +295,14 @@ HWY_INLINE float DotRow(DType t, const uint8_t* row, size_t cols, const void* xa
 
 #if HWY_TARGET == HWY_AVX3_DL
 #include "kernels/quant/vec_dot_vnni-inl.h"
+#include "kernels/quant/row_groups_vnni-inl.h"
 #include "kernels/quant/gemm_vnni-inl.h"
 #include "kernels/quant/gemm_vnni_packed-inl.h"
 #include "kernels/quant/gemm_vnni_lanes-inl.h"
 #undef QKV_VNNI_TARGET
 #undef QKV_VNNI_INLINE
+#undef QKV_GROUP_TARGET
+#undef QKV_GROUP_INLINE
 #undef QKV_UNROLL
 #elif HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3
 #include "kernels/quant/vec_dot_hwy-inl.h"
@@ -318,6 +321,54 @@ void DotRows(DType t, const void* rows, size_t cols, const void* xa, float* y, s
   const size_t stride = dtype_row_bytes(t, cols);
   const auto* base = static_cast<const uint8_t*>(rows);
   for (size_t r = 0; r < n_rows; ++r) y[r] = DotRow(t, base + r * stride, cols, xa);
+}
+
+// Row groups (kernels/quant/row_groups.h), the scalar kernel: each row's
+// block gathered out of its column, then row_group_dot's arithmetic.
+template <class B, class A>
+HWY_INLINE void GroupDotScalar(const uint8_t* groups, size_t cols, const void* xa, float* y, size_t n_groups) {
+  constexpr bool kMin = std::is_same_v<B, BlockQ4_1> || std::is_same_v<B, BlockQ5_1>;
+  constexpr size_t kHalves = kMin ? 2 : 1, kWords = (sizeof(B) - 2 * kHalves) / 4;
+  const auto* a = static_cast<const A*>(xa);
+  const size_t nb = cols / 32;
+  int8_t w[32];
+  for (size_t g = 0; g < n_groups; ++g) {
+    for (size_t r = 0; r < kRowGroup; ++r) {
+      float acc = 0.0f;
+      for (size_t i = 0; i < nb; ++i) {
+        const uint8_t* column = groups + (g * nb + i) * kRowGroup * sizeof(B);
+        uint8_t bytes[sizeof(B)];
+        for (size_t h = 0; h < kHalves; ++h) std::memcpy(bytes + 2 * h, column + 32 * h + 2 * r, 2);
+        for (size_t j = 0; j < kWords; ++j) std::memcpy(bytes + 2 * kHalves + 4 * j, column + 32 * kHalves + 64 * j + 4 * r, 4);
+        const B b = LoadBlock<B>(bytes);
+        Values(b, w);
+        int32_t isum = 0;
+        for (size_t k = 0; k < 32; ++k) isum += int32_t(w[k]) * int32_t(a[i].qs[k]);
+        acc = std::fma(static_cast<float>(isum), H(b.d) * H(a[i].d), acc);
+        if constexpr (kMin) acc = std::fma(H(b.m), H(a[i].s), acc);
+      }
+      y[g * kRowGroup + r] = acc;
+    }
+  }
+}
+
+// simd == false: the scalar kernel, on every target.
+void GroupDot(DType t, const void* groups, size_t cols, const void* xa, float* y, size_t n_groups, bool simd) {
+#if HWY_TARGET == HWY_AVX3_DL
+  if (simd && GroupDotVnni(t, groups, cols, xa, y, n_groups)) return;
+#else
+  (void)simd;
+#endif
+  const auto* w = static_cast<const uint8_t*>(groups);
+  switch (t) {
+    case DType::Q4_0: return GroupDotScalar<BlockQ4_0, BlockQ8_0>(w, cols, xa, y, n_groups);
+    case DType::Q4_1: return GroupDotScalar<BlockQ4_1, BlockQ8_1>(w, cols, xa, y, n_groups);
+    case DType::Q5_0: return GroupDotScalar<BlockQ5_0, BlockQ8_0>(w, cols, xa, y, n_groups);
+    case DType::Q5_1: return GroupDotScalar<BlockQ5_1, BlockQ8_1>(w, cols, xa, y, n_groups);
+    case DType::Q8_0: return GroupDotScalar<BlockQ8_0, BlockQ8_0>(w, cols, xa, y, n_groups);
+    case DType::IQ4_NL: return GroupDotScalar<BlockIQ4_NL, BlockQ8_0>(w, cols, xa, y, n_groups);
+    default: return;  // row_group_dot checks the type
+  }
 }
 
 // The batched GEMM (kernels/quant/gemm_vnni-inl.h, or with tables
@@ -375,6 +426,7 @@ HWY_EXPORT(Gemm);
 HWY_EXPORT(HasGemm);
 HWY_EXPORT(GemmTables);
 HWY_EXPORT(GemmTableFloats);
+HWY_EXPORT(GroupDot);
 
 ActType act_type(DType t) {
   switch (t) {
@@ -421,6 +473,18 @@ void quant_dot_rows_scalar(DType t, const void* rows, size_t cols, const void* x
   HWY_DYNAMIC_DISPATCH(DotRows)(t, rows, cols, xa, y, n_rows, false);
 }
 
+void row_group_dot(DType t, const void* groups, size_t cols, const void* xa, float* y, size_t n_groups) {
+  QKV_CHECK(row_groups_layout(t) && dtype_row_ok(t, cols), "row_group_dot: ", cols, " columns of ", dtype_name(t),
+            " (row groups hold 32-value block types)");
+  HWY_DYNAMIC_DISPATCH(GroupDot)(t, groups, cols, xa, y, n_groups, true);
+}
+
+void row_group_dot_scalar(DType t, const void* groups, size_t cols, const void* xa, float* y, size_t n_groups) {
+  QKV_CHECK(row_groups_layout(t) && dtype_row_ok(t, cols), "row_group_dot_scalar: ", cols, " columns of ",
+            dtype_name(t), " (row groups hold 32-value block types)");
+  HWY_DYNAMIC_DISPATCH(GroupDot)(t, groups, cols, xa, y, n_groups, false);
+}
+
 bool quant_gemm_available(DType t) { return HWY_DYNAMIC_DISPATCH(HasGemm)(t); }
 
 namespace {
@@ -464,7 +528,7 @@ void quant_gemm(DType t, const void* rows, size_t cols, const void* xa, size_t M
   if (batch == 0) batch = M;
   QKV_CHECK(M <= batch, "quant_gemm: ", M, " inputs from tables made for ", batch);
   if (row_groups) {
-    QKV_CHECK(row_group_dot_available(t) && tables != nullptr && n_rows % kRowGroup == 0, "quant_gemm: row groups of ",
+    QKV_CHECK(row_groups_layout(t) && tables != nullptr && n_rows % kRowGroup == 0, "quant_gemm: row groups of ",
               dtype_name(t), " (", n_rows, " rows", tables == nullptr ? ", no tables" : "",
               ") need a type with row groups, whole groups and the packed kernel's tables");
   }

@@ -62,7 +62,7 @@ void quant_dot_rows_scalar(DType t, const void* rows, size_t cols, const void* x
 // its tables cover the whole batch, which a call must then take whole.
 // `batch`: the inputs the tables were made for (0: M), whose count chose their layout.
 // row_groups: rows holds n_rows / kRowGroup row groups (kernels/quant/row_groups.h,
-// types with row_group_dot_available), which the packed kernel reads in place
+// types with row_groups_layout), which the packed kernel reads in place
 // of rows, without transposing them (the same results as on the rows); its
 // tables then in the packed layout whatever M (quant_gemm_tables with lanes false).
 bool quant_gemm_available(DType t);
