@@ -355,16 +355,18 @@ int register_all() {
     // The same shapes as row groups (rows interleaved 16 at a time), and at
     // 1536x576 both with the matrix in cache (_hot: one copy, in L2).
     if (row_groups_layout(t)) {
-      for (const auto& s : {kMatvecShapes[4], {2048, 5632}, {1536, 576}}) {
+      // In cache: 1536 rows of 576 columns (the K-quants: 512), in L2.
+      const int64_t hot_cols = dtype_row_ok(t, 576) ? 576 : 512;
+      for (const auto& s : {kMatvecShapes[4], {2048, 5632}, {1536, hot_cols}}) {
         const std::string shape = std::to_string(s.rows) + "x" + std::to_string(s.cols);
         benchmark::RegisterBenchmark(("matvec_row_groups/" + std::string(dtype_name(t)) + "/" + shape).c_str(),
                                      BM_matvec_row_groups, t, s.rows, s.cols, false)
             ->Arg(1)->Arg(2)->UseRealTime();
       }
-      const std::string name = std::string(dtype_name(t)) + "/1536x576";
-      benchmark::RegisterBenchmark(("matvec_hot/" + name).c_str(), BM_matvec_hot, t, 1536, 576)
+      const std::string name = std::string(dtype_name(t)) + "/1536x" + std::to_string(hot_cols);
+      benchmark::RegisterBenchmark(("matvec_hot/" + name).c_str(), BM_matvec_hot, t, 1536, hot_cols)
           ->Args({1, 0})->Args({2, 0})->UseRealTime();
-      benchmark::RegisterBenchmark(("matvec_row_groups_hot/" + name).c_str(), BM_matvec_row_groups, t, 1536, 576, true)
+      benchmark::RegisterBenchmark(("matvec_row_groups_hot/" + name).c_str(), BM_matvec_row_groups, t, 1536, hot_cols, true)
           ->Arg(1)->Arg(2)->UseRealTime();
     }
     // Batches: prefill-sized and batched decode (the integer block GEMM where

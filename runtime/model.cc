@@ -3,6 +3,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <memory>
@@ -53,20 +54,35 @@ int use_row_groups(Model& m) {
   keep->push_back(m.storage);
   const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
   auto lay_out = [&](Matrix* w) {
-    if (w->row_groups || !row_groups_layout(w->type) || !quant_gemm_available(w->type) ||
+    // The 32-value types only: the K-quants' group matvec is faster from
+    // cache but slower than their row kernel from DRAM (docs/design.md).
+    if (w->row_groups || !row_groups_layout(w->type) || dtype_block_values(w->type) != 32 ||
+        !quant_gemm_available(w->type) ||
         w->rows % static_cast<int64_t>(kRowGroup) != 0 || w->rows == 0) {
       return false;
     }
-    const size_t bytes = matrix_bytes(*w);
+    const size_t bytes = matrix_bytes(*w), cols = static_cast<size_t>(w->cols), rows = static_cast<size_t>(w->rows);
     std::shared_ptr<uint8_t> buf(static_cast<uint8_t*>(std::aligned_alloc(64, (bytes + 63) / 64 * 64)), std::free);
     QKV_CHECK(buf != nullptr, "out of memory laying out a ", w->rows, " x ", w->cols, " matrix in row groups");
-    pack_row_groups(w->type, w->data, static_cast<size_t>(w->rows), static_cast<size_t>(w->cols), buf.get());
     // The source's pages that lie wholly inside this matrix: a file
     // mapping's are dropped (re-read if touched), a heap copy's zeroed;
-    // nothing reads them once the matrix points at its row groups.
-    const uintptr_t lo = (reinterpret_cast<uintptr_t>(w->data) + page - 1) / page * page;
-    const uintptr_t hi = (reinterpret_cast<uintptr_t>(w->data) + bytes) / page * page;
-    if (hi > lo) madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_DONTNEED);
+    // nothing reads them once the matrix points at its row groups. They go
+    // as the groups are made, about 1 MiB at a time, so that a matrix is
+    // never resident twice over (a 32000-row output is 20-55 MB).
+    const auto src = reinterpret_cast<uintptr_t>(w->data);
+    const uintptr_t lo = (src + page - 1) / page * page, hi = (src + bytes) / page * page;
+    const size_t rb = dtype_row_bytes(w->type, cols);
+    const size_t chunk = kRowGroup * std::max<size_t>(1, (size_t{1} << 20) / (kRowGroup * rb));
+    uintptr_t dropped = lo;
+    for (size_t r = 0; r < rows; r += chunk) {
+      const size_t n = std::min(chunk, rows - r);
+      pack_row_groups(w->type, static_cast<const uint8_t*>(w->data) + r * rb, n, cols, buf.get() + r * rb);
+      const uintptr_t upto = std::min(hi, (src + (r + n) * rb) / page * page);
+      if (upto > dropped) {
+        madvise(reinterpret_cast<void*>(dropped), upto - dropped, MADV_DONTNEED);
+        dropped = upto;
+      }
+    }
     w->data = buf.get();
     w->row_groups = true;
     keep->push_back(buf);

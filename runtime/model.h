@@ -105,8 +105,8 @@ struct Model {
 };
 
 // Lays out the layer matrices and the output that row groups speed up
-// (kernels/quant/row_groups.h: types with row_groups_layout, rows a multiple
-// of 16, on CPUs that run the block GEMM on them) in row groups, in new
+// (kernels/quant/row_groups.h: the 32-value block types, rows a multiple of
+// 16, on CPUs that run the block GEMM on them) in row groups, in new
 // memory that m.storage then keeps too; the source's whole pages are given
 // back (madvise: a file mapping's dropped, a heap copy's zeroed), so the
 // resident weights stay one copy, and no other Model may share m's source

@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <initializer_list>
 #include <random>
 #include <string>
 #include <vector>
@@ -24,7 +25,15 @@ using testing::random_rows;
 
 namespace {
 
-constexpr DType kLayoutTypes[] = {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0, DType::IQ4_NL};
+constexpr DType kLayoutTypes[] = {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0,
+                                  DType::IQ4_NL, DType::Q4_K, DType::Q5_K, DType::Q6_K};
+
+// Column counts of one, a few and many blocks of t.
+std::vector<size_t> columns(DType t, std::initializer_list<size_t> blocks) {
+  std::vector<size_t> out;
+  for (size_t b : blocks) out.push_back(b * dtype_block_values(t));
+  return out;
+}
 
 // The fp64 dot product of row r (from its GGUF blocks) with the activation
 // blocks, and the sum of the magnitudes of its per-block terms.
@@ -40,7 +49,7 @@ TEST_CASE("the row-group layout round-trips every 32-value block type") {
   for (DType t : kLayoutTypes) {
     CAPTURE(dtype_name(t));
     CHECK(row_groups_layout(t));
-    for (size_t cols : {size_t(32), size_t(96), size_t(576)}) {
+    for (size_t cols : columns(t, {1, 3, 18})) {
       for (size_t rows : {size_t(16), size_t(48)}) {
         const std::vector<uint8_t> w = random_rows(t, rows, cols, g);
         std::vector<uint8_t> packed(w.size()), back(w.size());
@@ -48,11 +57,12 @@ TEST_CASE("the row-group layout round-trips every 32-value block type") {
         CHECK(packed != w);  // the bytes moved
         unpack_row_groups(t, packed.data(), rows, cols, back.data());
         CHECK(back == w);
-        // Row r's d (the first 2-byte field of its first block) sits at 2r of its group.
-        const size_t rb = dtype_row_bytes(t, cols);
+        // Row r's d (the first 2-byte field of its first block; Q6_K: the
+        // last) sits at 2r of its group.
+        const size_t rb = dtype_row_bytes(t, cols), d_at = t == DType::Q6_K ? dtype_block_bytes(t) - 2 : 0;
         for (size_t r = 0; r < rows; ++r) {
           const size_t group = r / kRowGroup * kRowGroup * rb;
-          CHECK(std::memcmp(packed.data() + group + 2 * (r % kRowGroup), w.data() + r * rb, 2) == 0);
+          CHECK(std::memcmp(packed.data() + group + 2 * (r % kRowGroup), w.data() + r * rb + d_at, 2) == 0);
           // row_group_row gathers the row back from its group.
           std::vector<uint8_t> row(rb);
           row_group_row(t, packed.data(), cols, r, row.data());
@@ -61,20 +71,21 @@ TEST_CASE("the row-group layout round-trips every 32-value block type") {
       }
     }
   }
-  for (DType t : {DType::Q4_K, DType::Q6_K, DType::IQ4_XS, DType::F16}) CHECK_FALSE(row_groups_layout(t));
+  for (DType t : {DType::Q2_K, DType::Q3_K, DType::IQ4_XS, DType::F16}) CHECK_FALSE(row_groups_layout(t));
 }
 
 TEST_CASE("row_group_dot equals its scalar kernel and the fp64 reference") {
-  // Per row and block, the exact integer sum times (dw * da) is fused-added
-  // into one f32 accumulator: nb roundings of the accumulator and one of each
-  // scale product, so |y - ref| <= (nb + 2) * 2^-24 * sum |terms| (plus the
-  // conversion of the integer sum, exact below 2^24).
+  // Per row and block (K-quants: sub-block, with its min term), the exact
+  // integer sum times (dw * da) is fused-added into one f32 accumulator: one
+  // rounding of the accumulator per term and a few of each scale product and
+  // of the integer sum's conversion (Q6_K's super-block sums reach 2^27), so
+  // |y - ref| <= (terms + 4) * 2^-24 * sum |terms|.
   std::mt19937 g(5);
   std::normal_distribution<float> nd(0.0f, 1.0f);
   for (DType t : kLayoutTypes) {
     CAPTURE(dtype_name(t));
     REQUIRE(row_groups_layout(t));
-    for (size_t cols : {size_t(32), size_t(64), size_t(576), size_t(2048)}) {
+    for (size_t cols : columns(t, {1, 2, 18, 64})) {
       for (size_t groups : {size_t(1), size_t(2), size_t(3)}) {
         CAPTURE(cols);
         CAPTURE(groups);
@@ -97,7 +108,8 @@ TEST_CASE("row_group_dot equals its scalar kernel and the fp64 reference") {
         const size_t rb = dtype_row_bytes(t, cols);
         for (size_t r = 0; r < rows; ++r) {
           const testing::RowRef ref = reference(t, w.data() + r * rb, cols, xa);
-          const double tol = (double(cols / 32) + 2.0) * std::ldexp(1.0, -24) * ref.mag + 1e-30;
+          const double terms = double(cols / 32) * (dtype_block_values(t) == 32 ? 1.0 : 2.0);
+          const double tol = (terms + 4.0) * std::ldexp(1.0, -24) * ref.mag + 1e-30;
           CHECK(std::fabs(yr[r] - ref.value) <= tol);
         }
       }
@@ -117,7 +129,7 @@ TEST_CASE("the packed GEMM on row groups equals it on the rows") {
   std::normal_distribution<float> nd(0.0f, 1.0f);
   for (DType t : kLayoutTypes) {
     CAPTURE(dtype_name(t));
-    for (size_t cols : {size_t(64), size_t(576)}) {
+    for (size_t cols : columns(t, {2, 18})) {
       for (size_t rows : {size_t(16), size_t(48), size_t(64)}) {
         for (size_t M : {size_t(3), size_t(8), size_t(16), size_t(17), size_t(40)}) {
           CAPTURE(cols);
@@ -151,8 +163,8 @@ TEST_CASE("the packed GEMM on row groups equals it on the rows") {
                           "need a type with row groups, whole groups and the packed kernel's tables"));
   CHECK(test::throws_with([&] { quant_gemm(DType::Q4_0, buf.data(), 64, xa.data(), 3, y.data(), 20, 20, tables.data(), 0, true); },
                           "(20 rows)"));
-  CHECK(test::throws_with([&] { quant_gemm(DType::Q4_K, buf.data(), 256, xa.data(), 3, y.data(), 16, 16, tables.data(), 0, true); },
-                          "row groups of q4_k"));
+  CHECK(test::throws_with([&] { quant_gemm(DType::Q3_K, buf.data(), 256, xa.data(), 3, y.data(), 16, 16, tables.data(), 0, true); },
+                          "row groups of q3_k"));
 }
 
 TEST_CASE("matvec and matmul on a row-group matrix") {
@@ -167,7 +179,7 @@ TEST_CASE("matvec and matmul on a row-group matrix") {
   std::normal_distribution<float> nd(0.0f, 1.0f);
   for (DType t : kLayoutTypes) {
     CAPTURE(dtype_name(t));
-    const size_t rows = 48, cols = 576;
+    const size_t rows = 48, cols = 18 * dtype_block_values(t);
     const std::vector<uint8_t> w = random_rows(t, rows, cols, g);
     std::vector<uint8_t> packed(w.size());
     pack_row_groups(t, w.data(), rows, cols, packed.data());
@@ -210,8 +222,10 @@ TEST_CASE("row groups refuse bad shapes and types by name") {
   std::vector<float> y(64);
   CHECK(test::throws_with([&] { pack_row_groups(DType::Q4_0, buf.data(), 15, 64, out.data()); }, "15 rows (a multiple of 16)"));
   CHECK(test::throws_with([&] { pack_row_groups(DType::Q4_0, buf.data(), 16, 48, out.data()); }, "48 columns of q4_0"));
-  CHECK(test::throws_with([&] { unpack_row_groups(DType::Q4_K, buf.data(), 16, 256, out.data()); }, "q4_k has no row-group layout"));
-  CHECK(test::throws_with([&] { row_group_dot(DType::Q4_K, buf.data(), 256, out.data(), y.data(), 1); }, "256 columns of q4_k"));
+  CHECK(test::throws_with([&] { unpack_row_groups(DType::Q2_K, buf.data(), 16, 256, out.data()); }, "q2_k has no row-group layout"));
+  CHECK(test::throws_with([&] { pack_row_groups(DType::Q6_K, buf.data(), 16, 128, out.data()); }, "128 columns of q6_k (a multiple of 256)"));
+  CHECK(test::throws_with([&] { row_group_dot(DType::Q3_K, buf.data(), 256, out.data(), y.data(), 1); }, "256 columns of q3_k"));
+  CHECK(test::throws_with([&] { row_group_dot(DType::Q4_K, buf.data(), 288, out.data(), y.data(), 1); }, "288 columns of q4_k"));
   CHECK(test::throws_with([&] { row_group_dot(DType::Q5_1, buf.data(), 48, out.data(), y.data(), 1); }, "48 columns of q5_1"));
   CHECK(test::throws_with([&] { row_group_row(DType::IQ4_XS, buf.data(), 256, 0, out.data()); }, "iq4_xs has no row-group layout"));
 }

@@ -189,12 +189,46 @@ QKV_VNNI_TARGET void PackRows(const uint8_t* rows, size_t stride, size_t n, size
   }
 }
 
-// A row group (kernels/quant/row_groups.h) packed: its words already hold
-// the 16 rows in lanes (GroupDecoder gives the lines), dw the 16 rows' d and
-// mw (Q4_1 / Q5_1) their m; no transposition.
+// A K-quant row group packed: lines by GroupDecoderK, dw and mw as UnpackK
+// makes them (Q6_K, kSuper: sc_j as int32 and d at each super-block's first
+// sub-block).
 template <class Dec>
-QKV_GROUP_TARGET void PackGroup(const uint8_t* group, size_t cols, uint32_t* HWY_RESTRICT w, float* HWY_RESTRICT dw,
-                                float* HWY_RESTRICT mw) {
+QKV_GROUP_TARGET void PackGroupK(const uint8_t* group, size_t cols, uint32_t* HWY_RESTRICT w, float* HWY_RESTRICT dw,
+                                 float* HWY_RESTRICT mw) {
+  using D = GroupDecoderK<Dec>;
+  static_assert(PackedType<Dec>::kS == D::kS, "one sub-block size");
+  const D dec;
+  for (size_t i = 0; i < cols / kQK; ++i) {
+    const uint8_t* column = group + i * D::kColumnBytes;
+    for (size_t o = 0; o < D::kColumnBytes; o += 64) {
+      _mm_prefetch(reinterpret_cast<const char*>(column + kPackPrefetchBytes + o), _MM_HINT_T0);
+    }
+    const __m512 d = D::D(column);
+    float* dwi = dw + i * D::kSubs * 16;
+    float* mwi = mw + i * D::kSubs * 16;
+    for (size_t j = 0; j < D::kSubs; ++j) {
+      if constexpr (D::kQ6) {
+        _mm512_store_si512(dwi + j * 16, D::Scale6(column, j));
+        _mm512_store_ps(mwi + j * 16, j == 0 ? d : _mm512_setzero_ps());
+      } else {
+        _mm512_store_ps(dwi + j * 16, _mm512_mul_ps(d, _mm512_cvtepi32_ps(D::ScaleMin(column, j, false))));
+        _mm512_store_ps(mwi + j * 16, _mm512_mul_ps(D::NegDmin(column), _mm512_cvtepi32_ps(D::ScaleMin(column, j, true))));
+      }
+    }
+    for (size_t p = 0; p < D::kPairs; ++p) {
+      __m512i u[2 * D::kLines];
+      dec.Pair(column, p, u);
+      for (size_t k = 0; k < 2 * D::kLines; ++k) _mm512_store_si512(w + (64 * i + 2 * D::kLines * p + k) * 16, u[k]);
+    }
+  }
+}
+
+// A row group of a 32-value type (kernels/quant/row_groups.h) packed: its
+// words already hold the 16 rows in lanes (GroupDecoder gives the lines), dw
+// the 16 rows' d and mw (Q4_1 / Q5_1) their m; no transposition.
+template <class Dec>
+QKV_GROUP_TARGET void PackGroup32(const uint8_t* group, size_t cols, uint32_t* HWY_RESTRICT w, float* HWY_RESTRICT dw,
+                                  float* HWY_RESTRICT mw) {
   using D = GroupDecoder<Dec>;
   const D dec;
   for (size_t i = 0; i < cols / 32; ++i) {
@@ -207,6 +241,16 @@ QKV_GROUP_TARGET void PackGroup(const uint8_t* group, size_t cols, uint32_t* HWY
     __m512i u[8];
     dec.Lines(column, u);
     for (size_t q = 0; q < 8; ++q) _mm512_store_si512(w + (8 * i + q) * 16, u[q]);
+  }
+}
+
+template <class Dec>
+QKV_GROUP_INLINE void PackGroup(const uint8_t* group, size_t cols, uint32_t* HWY_RESTRICT w, float* HWY_RESTRICT dw,
+                                float* HWY_RESTRICT mw) {
+  if constexpr (kGroupDecoderK<Dec>) {
+    PackGroupK<Dec>(group, cols, w, dw, mw);
+  } else {
+    PackGroup32<Dec>(group, cols, w, dw, mw);
   }
 }
 
@@ -460,7 +504,7 @@ HWY_INLINE bool GemmPackedGroups(DType t, const void* groups, size_t cols, const
   bool done = false;
   WithVnniDecoder(t, [&](auto tag) {
     using Dec = typename decltype(tag)::type;
-    if constexpr (kGroupDecoder<Dec>) {
+    if constexpr (kGroupDecoder<Dec> || kGroupDecoderK<Dec>) {
       GemmPackedType<Dec, true>(static_cast<const uint8_t*>(groups), cols, tab, M, y, ldy, n_rows);
       done = true;
     }

@@ -11,27 +11,37 @@ namespace qkv {
 namespace {
 
 struct GroupLayout {
-  size_t halves;  // leading 2-byte fields (d; Q4_1 / Q5_1: d, m)
-  size_t words;   // 4-byte words after them (qh, qs)
+  size_t halves;    // 2-byte fields (d; Q4_1 / Q5_1: d, m; Q4_K / Q5_K: d, dmin)
+  size_t half_at;   // where they start in the block (Q6_K: its d at the end)
+  size_t words_at;  // where the 4-byte words (the rest of the block) start
+  size_t words;
 };
 
 bool layout_of(DType t, GroupLayout* out) {
   switch (t) {
     case DType::Q4_1:
-    case DType::Q5_1: out->halves = 2; break;
+    case DType::Q5_1:
+    case DType::Q4_K:
+    case DType::Q5_K: out->halves = 2; break;
     case DType::Q4_0:
     case DType::Q5_0:
     case DType::Q8_0:
-    case DType::IQ4_NL: out->halves = 1; break;
+    case DType::IQ4_NL:
+    case DType::Q6_K: out->halves = 1; break;
     default: return false;
   }
-  out->words = (dtype_block_bytes(t) - 2 * out->halves) / 4;
+  const size_t bb = dtype_block_bytes(t);
+  out->half_at = t == DType::Q6_K ? bb - 2 : 0;
+  out->words_at = t == DType::Q6_K ? 0 : 2 * out->halves;
+  out->words = (bb - 2 * out->halves) / 4;
   return true;
 }
 
 void check_groups(const char* what, DType t, size_t n_rows, size_t cols) {
-  QKV_CHECK(row_groups_layout(t), what, ": ", dtype_name(t), " has no row-group layout (32-value block types only)");
-  QKV_CHECK(dtype_row_ok(t, cols), what, ": ", cols, " columns of ", dtype_name(t), " (a multiple of 32)");
+  QKV_CHECK(row_groups_layout(t), what, ": ", dtype_name(t),
+            " has no row-group layout (32-value block types, Q4_K, Q5_K, Q6_K)");
+  QKV_CHECK(dtype_row_ok(t, cols), what, ": ", cols, " columns of ", dtype_name(t), " (a multiple of ",
+            dtype_block_values(t), ")");
   QKV_CHECK(n_rows % kRowGroup == 0, what, ": ", n_rows, " rows (a multiple of ", kRowGroup, ")");
 }
 
@@ -42,14 +52,14 @@ template <class F>
 void for_each_piece(DType t, size_t r0, size_t r1, size_t cols, F&& f) {
   GroupLayout l{};
   layout_of(t, &l);
-  const size_t bb = dtype_block_bytes(t), nb = cols / 32, rb = nb * bb;
+  const size_t bb = dtype_block_bytes(t), nb = cols / dtype_block_values(t), rb = nb * bb;
   for (size_t row = r0; row < r1; ++row) {
     const size_t g = row / kRowGroup, r = row % kRowGroup;
     for (size_t i = 0; i < nb; ++i) {
       const size_t column = g * kRowGroup * rb + i * kRowGroup * bb;
       const size_t block = row * rb + i * bb;
-      for (size_t h = 0; h < l.halves; ++h) f(block + 2 * h, column + h * 32 + 2 * r, size_t{2});
-      for (size_t j = 0; j < l.words; ++j) f(block + 2 * l.halves + 4 * j, column + l.halves * 32 + j * 64 + 4 * r, size_t{4});
+      for (size_t h = 0; h < l.halves; ++h) f(block + l.half_at + 2 * h, column + h * 32 + 2 * r, size_t{2});
+      for (size_t j = 0; j < l.words; ++j) f(block + l.words_at + 4 * j, column + l.halves * 32 + j * 64 + 4 * r, size_t{4});
     }
   }
 }

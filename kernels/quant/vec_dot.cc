@@ -185,6 +185,43 @@ HWY_INLINE float DotQ3K(const uint8_t* row, const BlockQ8_K* a, size_t nb) {
   return acc.sum();
 }
 
+// A Q4_K (kFifth == false) or Q5_K block's 256 values, 8 scales and 8 mins.
+template <class B, bool kFifth>
+HWY_INLINE void K4Values(const B& b, int8_t* w, int* sc, int* m) {
+  for (int j = 0; j < 8; ++j) {
+    uint8_t s, mm;
+    k4_scale_min(b.scales, j, &s, &mm);
+    sc[j] = s;
+    m[j] = mm;
+  }
+  for (size_t c = 0; c < 4; ++c) {
+    for (size_t l = 0; l < 32; ++l) {
+      const int q = b.qs[32 * c + l];
+      int lo = q & 15, hi = q >> 4;
+      if constexpr (kFifth) {
+        lo |= ((b.qh[l] >> (2 * c)) & 1) << 4;
+        hi |= ((b.qh[l] >> (2 * c + 1)) & 1) << 4;
+      }
+      w[64 * c + l] = static_cast<int8_t>(lo);
+      w[64 * c + 32 + l] = static_cast<int8_t>(hi);
+    }
+  }
+}
+
+// A Q6_K block's 256 values (minus 32) and 16 scales.
+HWY_INLINE void Q6Values(const BlockQ6_K& b, int8_t* w, int* sc) {
+  for (int j = 0; j < 16; ++j) sc[j] = b.scales[j];
+  for (size_t h = 0; h < 2; ++h) {
+    for (size_t l = 0; l < 32; ++l) {
+      const int q0 = b.ql[64 * h + l], q1 = b.ql[64 * h + 32 + l], qh = b.qh[32 * h + l];
+      w[128 * h + l] = static_cast<int8_t>(((q0 & 15) | (qh & 3) << 4) - 32);
+      w[128 * h + 32 + l] = static_cast<int8_t>(((q1 & 15) | ((qh >> 2) & 3) << 4) - 32);
+      w[128 * h + 64 + l] = static_cast<int8_t>(((q0 >> 4) | ((qh >> 4) & 3) << 4) - 32);
+      w[128 * h + 96 + l] = static_cast<int8_t>(((q1 >> 4) | ((qh >> 6) & 3) << 4) - 32);
+    }
+  }
+}
+
 // Q4_K (fifth == false) and Q5_K: the min terms in 4 f32 lanes (Q4_K) or one
 // f32 (Q5_K), as ggml's two kernels differ there.
 template <class B, bool kFifth>
@@ -198,12 +235,7 @@ HWY_INLINE float DotK4(const uint8_t* row, const BlockQ8_K* a, size_t nb) {
     const B b = LoadBlock<B>(row + i * sizeof(B));
     const float d = a[i].d * H(b.d), dmin = -a[i].d * H(b.dmin);
     int m[8];
-    for (int j = 0; j < 8; ++j) {
-      uint8_t s, mm;
-      k4_scale_min(b.scales, j, &s, &mm);
-      sc[j] = s;
-      m[j] = mm;
-    }
+    K4Values<B, kFifth>(b, w, sc, m);
     int32_t msum[8];
     for (int j = 0; j < 8; ++j) msum[j] = m[j] * (a[i].bsums[2 * j] + a[i].bsums[2 * j + 1]);
     if constexpr (kFifth) {
@@ -212,18 +244,6 @@ HWY_INLINE float DotK4(const uint8_t* row, const BlockQ8_K* a, size_t nb) {
       summs = std::fma(dmin, static_cast<float>(total), summs);
     } else {
       for (int p = 0; p < 4; ++p) accm[p] = std::fma(dmin, static_cast<float>(msum[2 * p] + msum[2 * p + 1]), accm[p]);
-    }
-    for (size_t c = 0; c < 4; ++c) {
-      for (size_t l = 0; l < 32; ++l) {
-        const int q = b.qs[32 * c + l];
-        int lo = q & 15, hi = q >> 4;
-        if constexpr (kFifth) {
-          lo |= ((b.qh[l] >> (2 * c)) & 1) << 4;
-          hi |= ((b.qh[l] >> (2 * c + 1)) & 1) << 4;
-        }
-        w[64 * c + l] = static_cast<int8_t>(lo);
-        w[64 * c + 32 + l] = static_cast<int8_t>(hi);
-      }
     }
     int32_t lanes[8] = {0, 0, 0, 0, 0, 0, 0, 0};
     Lanes<kQK, 32>(w, a[i].qs, sc, lanes);
@@ -240,16 +260,7 @@ HWY_INLINE float DotQ6K(const uint8_t* row, const BlockQ8_K* a, size_t nb) {
   for (size_t i = 0; i < nb; ++i) {
     const BlockQ6_K b = LoadBlock<BlockQ6_K>(row + i * sizeof(BlockQ6_K));
     const float d = a[i].d * H(b.d);
-    for (int j = 0; j < 16; ++j) sc[j] = b.scales[j];
-    for (size_t h = 0; h < 2; ++h) {
-      for (size_t l = 0; l < 32; ++l) {
-        const int q0 = b.ql[64 * h + l], q1 = b.ql[64 * h + 32 + l], qh = b.qh[32 * h + l];
-        w[128 * h + l] = static_cast<int8_t>(((q0 & 15) | (qh & 3) << 4) - 32);
-        w[128 * h + 32 + l] = static_cast<int8_t>(((q1 & 15) | ((qh >> 2) & 3) << 4) - 32);
-        w[128 * h + 64 + l] = static_cast<int8_t>(((q0 >> 4) | ((qh >> 4) & 3) << 4) - 32);
-        w[128 * h + 96 + l] = static_cast<int8_t>(((q1 >> 4) | ((qh >> 6) & 3) << 4) - 32);
-      }
-    }
+    Q6Values(b, w, sc);
     int32_t lanes[8] = {0, 0, 0, 0, 0, 0, 0, 0};
     Lanes<kQK, 16>(w, a[i].qs, sc, lanes);
     acc.fma(d, lanes);
@@ -352,6 +363,49 @@ HWY_INLINE void GroupDotScalar(const uint8_t* groups, size_t cols, const void* x
   }
 }
 
+// The K-quants' row groups, the scalar kernel: each row gathered out of its
+// group (row_group_row), then row_group_dot's arithmetic (row_groups.h).
+template <class B>
+HWY_INLINE void GroupDotScalarK(DType t, const uint8_t* groups, size_t cols, const void* xa, float* y,
+                                size_t n_groups) {
+  constexpr bool kQ6 = std::is_same_v<B, BlockQ6_K>;
+  const auto* a = static_cast<const BlockQ8_K*>(xa);
+  const size_t nb = cols / kQK, rb = nb * sizeof(B);
+  std::vector<uint8_t> row(rb);
+  int8_t w[kQK];
+  int sc[16], m[8];
+  for (size_t g = 0; g < n_groups; ++g) {
+    for (size_t r = 0; r < kRowGroup; ++r) {
+      row_group_row(t, groups + g * kRowGroup * rb, cols, r, row.data());
+      float acc = 0.0f;
+      for (size_t i = 0; i < nb; ++i) {
+        const B b = LoadBlock<B>(row.data() + i * sizeof(B));
+        const float da = a[i].d;
+        if constexpr (kQ6) {
+          Q6Values(b, w, sc);
+          int32_t sum = 0;
+          for (size_t j = 0; j < 16; ++j) {
+            int32_t isum = 0;
+            for (size_t k = 16 * j; k < 16 * j + 16; ++k) isum += int32_t(w[k]) * int32_t(a[i].qs[k]);
+            sum += sc[j] * isum;
+          }
+          acc = std::fma(static_cast<float>(sum), da * H(b.d), acc);
+        } else {
+          K4Values<B, std::is_same_v<B, BlockQ5_K>>(b, w, sc, m);
+          for (size_t j = 0; j < 8; ++j) {
+            int32_t isum = 0;
+            for (size_t k = 32 * j; k < 32 * j + 32; ++k) isum += int32_t(w[k]) * int32_t(a[i].qs[k]);
+            acc = std::fma(static_cast<float>(isum), da * (H(b.d) * static_cast<float>(sc[j])), acc);
+            const float asum = static_cast<float>(a[i].bsums[2 * j] + a[i].bsums[2 * j + 1]);
+            acc = std::fma(da * asum, -H(b.dmin) * static_cast<float>(m[j]), acc);
+          }
+        }
+      }
+      y[g * kRowGroup + r] = acc;
+    }
+  }
+}
+
 // simd == false: the scalar kernel, on every target.
 void GroupDot(DType t, const void* groups, size_t cols, const void* xa, float* y, size_t n_groups, bool simd) {
 #if HWY_TARGET == HWY_AVX3_DL
@@ -367,6 +421,9 @@ void GroupDot(DType t, const void* groups, size_t cols, const void* xa, float* y
     case DType::Q5_1: return GroupDotScalar<BlockQ5_1, BlockQ8_1>(w, cols, xa, y, n_groups);
     case DType::Q8_0: return GroupDotScalar<BlockQ8_0, BlockQ8_0>(w, cols, xa, y, n_groups);
     case DType::IQ4_NL: return GroupDotScalar<BlockIQ4_NL, BlockQ8_0>(w, cols, xa, y, n_groups);
+    case DType::Q4_K: return GroupDotScalarK<BlockQ4_K>(t, w, cols, xa, y, n_groups);
+    case DType::Q5_K: return GroupDotScalarK<BlockQ5_K>(t, w, cols, xa, y, n_groups);
+    case DType::Q6_K: return GroupDotScalarK<BlockQ6_K>(t, w, cols, xa, y, n_groups);
     default: return;  // row_group_dot checks the type
   }
 }
@@ -475,13 +532,13 @@ void quant_dot_rows_scalar(DType t, const void* rows, size_t cols, const void* x
 
 void row_group_dot(DType t, const void* groups, size_t cols, const void* xa, float* y, size_t n_groups) {
   QKV_CHECK(row_groups_layout(t) && dtype_row_ok(t, cols), "row_group_dot: ", cols, " columns of ", dtype_name(t),
-            " (row groups hold 32-value block types)");
+            " (row groups hold the 32-value block types, Q4_K, Q5_K and Q6_K)");
   HWY_DYNAMIC_DISPATCH(GroupDot)(t, groups, cols, xa, y, n_groups, true);
 }
 
 void row_group_dot_scalar(DType t, const void* groups, size_t cols, const void* xa, float* y, size_t n_groups) {
   QKV_CHECK(row_groups_layout(t) && dtype_row_ok(t, cols), "row_group_dot_scalar: ", cols, " columns of ",
-            dtype_name(t), " (row groups hold 32-value block types)");
+            dtype_name(t), " (row groups hold the 32-value block types, Q4_K, Q5_K and Q6_K)");
   HWY_DYNAMIC_DISPATCH(GroupDot)(t, groups, cols, xa, y, n_groups, false);
 }
 
