@@ -266,6 +266,7 @@ QKV_GROUP_TARGET void GroupsVnniK(const uint8_t* HWY_RESTRICT w, size_t gstride,
         _mm_prefetch(reinterpret_cast<const char*>(column + kAhead + o), _MM_HINT_T0);
       }
       const __m512 d = D::D(column);
+      const __m512 neg_dmin = D::kQ6 ? _mm512_setzero_ps() : D::NegDmin(column);
       __m512i super = _mm512_setzero_si512();
       for (size_t p = 0; p < D::kPairs; ++p) {
         __m512i u[2 * kL];
@@ -287,7 +288,7 @@ QKV_GROUP_TARGET void GroupsVnniK(const uint8_t* HWY_RESTRICT w, size_t gstride,
             super = _mm512_add_epi32(super, _mm512_mullo_epi32(s[h], D::Scale6(column, j)));
           } else {
             const __m512 dw = _mm512_mul_ps(d, _mm512_cvtepi32_ps(D::ScaleMin(column, j, false)));
-            const __m512 mw = _mm512_mul_ps(D::NegDmin(column), _mm512_cvtepi32_ps(D::ScaleMin(column, j, true)));
+            const __m512 mw = _mm512_mul_ps(neg_dmin, _mm512_cvtepi32_ps(D::ScaleMin(column, j, true)));
             acc[g] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s[h]), _mm512_mul_ps(da, dw), acc[g]);
             acc[g] = _mm512_fmadd_ps(_mm512_set1_ps(act.ms[i * D::kSubs + j]), mw, acc[g]);
           }
@@ -306,14 +307,19 @@ QKV_GROUP_TARGET void GroupDotTypeK(const uint8_t* groups, size_t cols, const vo
   const auto* a = static_cast<const BlockQ8_K*>(xa);
   static thread_local GroupActK act;
   act.da.resize(nb);
-  act.ms.resize(nb * D::kSubs);
-  act.corr.resize(nb * D::kSubs);
+  if constexpr (D::kQ6) {
+    act.corr.resize(nb * D::kSubs);
+  } else {
+    act.ms.resize(nb * D::kSubs);
+  }
   for (size_t i = 0; i < nb; ++i) {
     act.da[i] = a[i].d;
     for (size_t j = 0; j < D::kSubs; ++j) {
-      const int32_t sum = D::kQ6 ? a[i].bsums[j] : a[i].bsums[2 * j] + a[i].bsums[2 * j + 1];
-      act.ms[i * D::kSubs + j] = a[i].d * static_cast<float>(sum);
-      act.corr[i * D::kSubs + j] = -32 * sum;
+      if constexpr (D::kQ6) {
+        act.corr[i * D::kSubs + j] = -32 * a[i].bsums[j];
+      } else {
+        act.ms[i * D::kSubs + j] = a[i].d * static_cast<float>(a[i].bsums[2 * j] + a[i].bsums[2 * j + 1]);
+      }
     }
   }
   size_t g = 0;

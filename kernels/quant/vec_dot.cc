@@ -334,24 +334,21 @@ void DotRows(DType t, const void* rows, size_t cols, const void* xa, float* y, s
   for (size_t r = 0; r < n_rows; ++r) y[r] = DotRow(t, base + r * stride, cols, xa);
 }
 
-// Row groups (kernels/quant/row_groups.h), the scalar kernel: each row's
-// block gathered out of its column, then row_group_dot's arithmetic.
+// Row groups (kernels/quant/row_groups.h), the scalar kernels: each row
+// gathered out of its group (row_group_row), then row_group_dot's arithmetic.
 template <class B, class A>
-HWY_INLINE void GroupDotScalar(const uint8_t* groups, size_t cols, const void* xa, float* y, size_t n_groups) {
+HWY_INLINE void GroupDotScalar(DType t, const uint8_t* groups, size_t cols, const void* xa, float* y, size_t n_groups) {
   constexpr bool kMin = std::is_same_v<B, BlockQ4_1> || std::is_same_v<B, BlockQ5_1>;
-  constexpr size_t kHalves = kMin ? 2 : 1, kWords = (sizeof(B) - 2 * kHalves) / 4;
   const auto* a = static_cast<const A*>(xa);
-  const size_t nb = cols / 32;
+  const size_t nb = cols / 32, rb = nb * sizeof(B);
+  std::vector<uint8_t> row(rb);
   int8_t w[32];
   for (size_t g = 0; g < n_groups; ++g) {
     for (size_t r = 0; r < kRowGroup; ++r) {
+      row_group_row(t, groups + g * kRowGroup * rb, cols, r, row.data());
       float acc = 0.0f;
       for (size_t i = 0; i < nb; ++i) {
-        const uint8_t* column = groups + (g * nb + i) * kRowGroup * sizeof(B);
-        uint8_t bytes[sizeof(B)];
-        for (size_t h = 0; h < kHalves; ++h) std::memcpy(bytes + 2 * h, column + 32 * h + 2 * r, 2);
-        for (size_t j = 0; j < kWords; ++j) std::memcpy(bytes + 2 * kHalves + 4 * j, column + 32 * kHalves + 64 * j + 4 * r, 4);
-        const B b = LoadBlock<B>(bytes);
+        const B b = LoadBlock<B>(row.data() + i * sizeof(B));
         Values(b, w);
         int32_t isum = 0;
         for (size_t k = 0; k < 32; ++k) isum += int32_t(w[k]) * int32_t(a[i].qs[k]);
@@ -363,8 +360,6 @@ HWY_INLINE void GroupDotScalar(const uint8_t* groups, size_t cols, const void* x
   }
 }
 
-// The K-quants' row groups, the scalar kernel: each row gathered out of its
-// group (row_group_row), then row_group_dot's arithmetic (row_groups.h).
 template <class B>
 HWY_INLINE void GroupDotScalarK(DType t, const uint8_t* groups, size_t cols, const void* xa, float* y,
                                 size_t n_groups) {
@@ -415,12 +410,12 @@ void GroupDot(DType t, const void* groups, size_t cols, const void* xa, float* y
 #endif
   const auto* w = static_cast<const uint8_t*>(groups);
   switch (t) {
-    case DType::Q4_0: return GroupDotScalar<BlockQ4_0, BlockQ8_0>(w, cols, xa, y, n_groups);
-    case DType::Q4_1: return GroupDotScalar<BlockQ4_1, BlockQ8_1>(w, cols, xa, y, n_groups);
-    case DType::Q5_0: return GroupDotScalar<BlockQ5_0, BlockQ8_0>(w, cols, xa, y, n_groups);
-    case DType::Q5_1: return GroupDotScalar<BlockQ5_1, BlockQ8_1>(w, cols, xa, y, n_groups);
-    case DType::Q8_0: return GroupDotScalar<BlockQ8_0, BlockQ8_0>(w, cols, xa, y, n_groups);
-    case DType::IQ4_NL: return GroupDotScalar<BlockIQ4_NL, BlockQ8_0>(w, cols, xa, y, n_groups);
+    case DType::Q4_0: return GroupDotScalar<BlockQ4_0, BlockQ8_0>(t, w, cols, xa, y, n_groups);
+    case DType::Q4_1: return GroupDotScalar<BlockQ4_1, BlockQ8_1>(t, w, cols, xa, y, n_groups);
+    case DType::Q5_0: return GroupDotScalar<BlockQ5_0, BlockQ8_0>(t, w, cols, xa, y, n_groups);
+    case DType::Q5_1: return GroupDotScalar<BlockQ5_1, BlockQ8_1>(t, w, cols, xa, y, n_groups);
+    case DType::Q8_0: return GroupDotScalar<BlockQ8_0, BlockQ8_0>(t, w, cols, xa, y, n_groups);
+    case DType::IQ4_NL: return GroupDotScalar<BlockIQ4_NL, BlockQ8_0>(t, w, cols, xa, y, n_groups);
     case DType::Q4_K: return GroupDotScalarK<BlockQ4_K>(t, w, cols, xa, y, n_groups);
     case DType::Q5_K: return GroupDotScalarK<BlockQ5_K>(t, w, cols, xa, y, n_groups);
     case DType::Q6_K: return GroupDotScalarK<BlockQ6_K>(t, w, cols, xa, y, n_groups);
