@@ -61,7 +61,7 @@ std::string render_chat(const ChatTemplate& tmpl, const std::string& conversatio
   nlohmann::ordered_json j;
   try {
     j = nlohmann::ordered_json::parse(conversation_json);
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {  // syntax, or a number out of range
     fail("the conversation is not valid JSON: ", e.what());
   }
   jinja::Value ctx = jinja::Value::dict();

@@ -397,7 +397,9 @@ bool GGUFFile::has_magic(const std::string& path) {
 
 GGUFFile GGUFFile::open(const std::string& path) {
   MappedFile m = MappedFile::open(path);
-  return parse(m.data, m.size, path, m.keep_alive);
+  GGUFFile g = parse(m.data, m.size, path, m.keep_alive);
+  g.file_mapping_ = m.data;
+  return g;
 }
 
 GGUFFile GGUFFile::parse(const uint8_t* data, uint64_t size, const std::string& name,

@@ -117,6 +117,9 @@ class GGUFFile {
   uint64_t data_offset() const { return data_offset_; }  // start of the tensor data
   uint64_t file_size() const { return size_; }
   const std::shared_ptr<const void>& keep_alive() const { return keep_alive_; }
+  // The whole image when open() mapped it from a file (read-only, private);
+  // nullptr for an image parse() was given.
+  const uint8_t* file_mapping() const { return file_mapping_; }
 
   // Metadata in file order.
   const std::vector<std::pair<std::string, GGUFValue>>& metadata() const { return kv_; }
@@ -134,6 +137,7 @@ class GGUFFile {
   uint64_t data_offset_ = 0;
   uint64_t size_ = 0;
   std::shared_ptr<const void> keep_alive_;
+  const uint8_t* file_mapping_ = nullptr;
   std::vector<std::pair<std::string, GGUFValue>> kv_;
   std::map<std::string, size_t> kv_index_;
   std::vector<GGUFTensorInfo> tensors_;

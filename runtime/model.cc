@@ -53,6 +53,16 @@ int use_row_groups(Model& m) {
   auto keep = std::make_shared<std::vector<std::shared_ptr<const void>>>();
   keep->push_back(m.storage);
   const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  const auto map_lo = reinterpret_cast<uintptr_t>(m.file_mapping), map_hi = map_lo + m.file_mapping_bytes;
+  auto give_back = [&](uintptr_t lo, uintptr_t hi) {
+    void* p = reinterpret_cast<void*>(lo);
+    madvise(p, hi - lo, MADV_DONTNEED);
+    // A file mapping's dropped pages would come back resident as the
+    // kernel maps neighbours of a faulting page (fault-around, large
+    // folios) when the norm weights beside them are read; in their own
+    // inaccessible mapping they stay out. Nothing reads them any more.
+    if (m.file_mapping && lo >= map_lo && hi <= map_hi) mprotect(p, hi - lo, PROT_NONE);
+  };
   auto lay_out = [&](Matrix* w) {
     // The 32-value types only: the K-quants' group matvec is faster from
     // cache but slower than their row kernel from DRAM (docs/design.md).
@@ -79,7 +89,7 @@ int use_row_groups(Model& m) {
       pack_row_groups(w->type, static_cast<const uint8_t*>(w->data) + r * rb, n, cols, buf.get() + r * rb);
       const uintptr_t upto = std::min(hi, (src + (r + n) * rb) / page * page);
       if (upto > dropped) {
-        madvise(reinterpret_cast<void*>(dropped), upto - dropped, MADV_DONTNEED);
+        give_back(dropped, upto);
         dropped = upto;
       }
     }

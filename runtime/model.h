@@ -97,6 +97,10 @@ struct Model {
   int32_t file_type = -1;
   // Keeps the memory behind every Matrix alive (an mmap or owned buffers).
   std::shared_ptr<const void> storage;
+  // The read-only file mapping the weights point into, when they do
+  // (nullptr for weights built or copied in memory).
+  const uint8_t* file_mapping = nullptr;
+  uint64_t file_mapping_bytes = 0;
 
   // Total bytes of all weight tensors (tied output counted once).
   uint64_t weight_bytes() const;
@@ -108,11 +112,11 @@ struct Model {
 // (kernels/quant/row_groups.h: the 32-value block types, rows a multiple of
 // 16, on CPUs that run the block GEMM on them) in row groups, in new
 // memory that m.storage then keeps too; the source's whole pages are given
-// back (madvise: a file mapping's dropped, a heap copy's zeroed), so the
-// resident weights stay one copy, and no other Model may share m's source
-// memory. An embedding tied to the output shares its groups (the decoder
-// gathers one row at a time); an untied one keeps its rows. Returns how many
-// matrices it laid out.
+// back (madvise: a file mapping's dropped and made inaccessible, a heap
+// copy's zeroed), so the resident weights stay one copy, and no other Model
+// may share m's source memory. An embedding tied to the output shares its
+// groups (the decoder gathers one row at a time); an untied one keeps its
+// rows. Returns how many matrices it laid out.
 int use_row_groups(Model& m);
 
 // Every present (data != nullptr) matrix of a layer, projections and vectors alike.

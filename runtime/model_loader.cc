@@ -354,6 +354,10 @@ Model load_gguf_model(const GGUFFile& g) {
   }
   m.path = g.path();
   m.storage = storage;
+  if (g.file_mapping()) {
+    m.file_mapping = g.file_mapping();
+    m.file_mapping_bytes = g.file_size();
+  }
   return m;
 }
 
@@ -438,6 +442,8 @@ Model load_llama2c_model(const std::string& path) {
   m.output = shared_classifier ? m.token_embd : take(V, dim);
   m.path = path;
   m.storage = storage;
+  m.file_mapping = f.data;
+  m.file_mapping_bytes = f.size;
   return m;
 }
 

@@ -6,7 +6,9 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <cinttypes>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <numeric>
 #include <vector>
@@ -272,4 +274,45 @@ TEST_CASE("stories260K matches the fp64 reference forward pass") {
     const std::vector<double> want = ref.step(t);
     CHECK(rel_error(dec.step(0, t), want) <= tolerance(DType::F32));
   }
+}
+
+TEST_CASE("row groups: a Q4_0 file's logits as in rows, its given-back pages out of reach") {
+  const std::string path = test::shared_path("models/tinystories-3M-Q4_0.gguf");
+  if (!test::have_shared("models/tinystories-3M-Q4_0.gguf")) return;
+  const Model rows = load_model(path);
+  Model groups = load_model(path);
+  if (use_row_groups(groups) == 0) {
+    MESSAGE("SKIPPED: this CPU runs no row-group kernels");
+    return;
+  }
+  CHECK(groups.layers[0].wq.row_groups);
+  DecoderOptions o;
+  o.kv_type = DType::F32;
+  Decoder dr(rows, o), dg(groups, o);
+  const int64_t vocab = rows.config.vocab_size;
+  for (int32_t t : {1, 403, 407, 261, 378, 290}) {
+    const float* lr = dr.step(0, t);
+    const std::vector<double> want(lr, lr + vocab);
+    // The group kernels sum in another f32 order than the row kernels.
+    CHECK(rel_error(dg.step(0, t), want) <= 1e-4);
+  }
+  // The matrices' pages of the file mapping are given back into an
+  // inaccessible mapping of their own (/proc/self/maps "---p"), so that the
+  // kernel cannot map them again beside the norm weights.
+  const auto lo = reinterpret_cast<uintptr_t>(groups.file_mapping), hi = lo + groups.file_mapping_bytes;
+  FILE* maps = std::fopen("/proc/self/maps", "r");
+  REQUIRE(maps != nullptr);
+  uint64_t protected_bytes = 0;
+  char line[512];
+  while (std::fgets(line, sizeof line, maps)) {
+    uintptr_t a = 0, b = 0;
+    char perms[8] = {};
+    if (std::sscanf(line, "%" SCNxPTR "-%" SCNxPTR " %7s", &a, &b, perms) == 3 && a >= lo && b <= hi &&
+        std::strcmp(perms, "---p") == 0) {
+      protected_bytes += b - a;
+    }
+  }
+  std::fclose(maps);
+  const uint64_t wq_bytes = uint64_t(groups.layers[0].wq.rows) * dtype_row_bytes(groups.layers[0].wq.type, 256);
+  CHECK(protected_bytes >= 4 * wq_bytes);
 }

@@ -112,6 +112,9 @@ TEST_CASE("raise_exception and errors with line and column") {
   CHECK(error_of("{{ 1 // 0 }}").find("by zero") != std::string::npos);
   CHECK(error_of("{{ 'unterminated }}").find("unterminated string") != std::string::npos);
   CHECK(error_of("[1,", "").find("not valid JSON") != std::string::npos);
+  // A number past double's range is nlohmann's out_of_range, not a parse_error.
+  CHECK_THROWS_AS(render("x", "[{\"role\": 3e3333333}]"), qkv::Error);
+  CHECK(error_of("x", "[{\"role\": 3e3333333}]").find("not valid JSON") != std::string::npos);
 }
 
 TEST_CASE("hostile templates hit limits, not the stack or memory") {
