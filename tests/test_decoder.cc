@@ -313,6 +313,7 @@ TEST_CASE("row groups: a Q4_0 file's logits as in rows, its given-back pages out
     }
   }
   std::fclose(maps);
-  const uint64_t wq_bytes = uint64_t(groups.layers[0].wq.rows) * dtype_row_bytes(groups.layers[0].wq.type, 256);
+  const Matrix& wq = groups.layers[0].wq;
+  const uint64_t wq_bytes = uint64_t(wq.rows) * dtype_row_bytes(wq.type, size_t(wq.cols));
   CHECK(protected_bytes >= 4 * wq_bytes);
 }
