@@ -353,7 +353,7 @@ int register_all() {
           ->Args({1, 0})->Args({2, 0})->UseRealTime();
     }
     // The same shapes as row groups (rows interleaved 16 at a time), and at
-    // 1536x576 both with the matrix in cache (_hot: one copy, in L2).
+    // 1536x576 both with the matrix in cache (_hot: one copy, in L2; also 256x2048).
     if (row_groups_layout(t)) {
       // In cache: 1536 rows of 576 columns (the K-quants: 512), in L2.
       const int64_t hot_cols = dtype_row_ok(t, 576) ? 576 : 512;
@@ -366,6 +366,11 @@ int register_all() {
       const std::string name = std::string(dtype_name(t)) + "/1536x" + std::to_string(hot_cols);
       benchmark::RegisterBenchmark(("matvec_hot/" + name).c_str(), BM_matvec_hot, t, 1536, hot_cols)
           ->Args({1, 0})->Args({2, 0})->UseRealTime();
+      // Long rows in L2 (under 600 KB for every type): the kernel's own
+      // speed, its per-pass setup spread over 8 super-blocks.
+      benchmark::RegisterBenchmark(("matvec_hot/" + std::string(dtype_name(t)) + "/256x2048").c_str(), BM_matvec_hot,
+                                   t, 256, 2048)
+          ->Args({1, 0})->UseRealTime();
       benchmark::RegisterBenchmark(("matvec_row_groups_hot/" + name).c_str(), BM_matvec_row_groups, t, 1536, hot_cols, true)
           ->Arg(1)->Arg(2)->UseRealTime();
     }

@@ -19,7 +19,9 @@
 //
 // Rows go 4 per pass, in 4 long streams (each a quarter of the caller's rows),
 // each prefetching kPrefetchBytes ahead; the 32-value types pair a pass's
-// rows in the two halves of each register (RowPairs32Vnni).
+// rows in the two halves of each register (RowPairs32Vnni), and Q4_K, Q5_K
+// and Q6_K do their per-block scale, min and accumulation steps once for the
+// 4 rows (KRows4Vnni, vec_dot_vnni_rows4-inl.h).
 //
 // Measured on 1 thread with 256x2048 matrices in L2 (busy 2-core machine, best
 // of 1000 calls), GB/s of weights: Q6_K 30, Q4_K 20, Q5_K 19, IQ4_XS 16,
@@ -360,9 +362,15 @@ QKV_VNNI_INLINE void VnniStreams(const uint8_t* base, size_t nb, const void* xa,
   for (size_t r = 4 * L; r < n_rows; ++r) Rows1(base + r * rb, rb, nb, a, y + r, 1);
 }
 
+#include "kernels/quant/vec_dot_vnni_rows4-inl.h"
+
 template <class Dec>
 QKV_VNNI_TARGET void KVnni(const uint8_t* base, size_t cols, const void* xa, float* y, size_t n_rows) {
-  VnniStreams<Dec, BlockQ8_K, KRowsVnni<Dec, 4>, KRowsVnni<Dec, 1>>(base, cols / kQK, xa, y, n_rows);
+  if constexpr (HasRows4<Dec>::value) {
+    VnniStreams<Dec, BlockQ8_K, KRows4Vnni<Dec>, KRowsVnni<Dec, 1>>(base, cols / kQK, xa, y, n_rows);
+  } else {
+    VnniStreams<Dec, BlockQ8_K, KRowsVnni<Dec, 4>, KRowsVnni<Dec, 1>>(base, cols / kQK, xa, y, n_rows);
+  }
 }
 
 template <class Dec>

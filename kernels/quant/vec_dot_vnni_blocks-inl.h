@@ -212,10 +212,42 @@ QKV_VNNI_INLINE __m128i K4MinSums(uint64_t m, const VnniActK& a) {
   return _mm_madd_epi16(_mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<long long>(m))), a.pairs);
 }
 
+// The 4-row matvec (vec_dot_vnni_rows4-inl.h) takes each row's 256 values
+// from UnpackRow, in value order or (kHalves) in the order below, with the
+// sub-block scales as unsigned bytes in every 128-bit lane (kScaleBytes) or
+// as int16 elements 0 .. 256 / kSub - 1, and, for types with mins (kMins:
+// added per lane as Q4_K, or as one sum as Q5_K), their 8 bytes.
+// Q4_K / Q5_K: a 64-byte load of qs holds sub-blocks 4h .. 4h + 3 of half h,
+// low nibbles sub-blocks 4h and 4h + 2, high nibbles 4h + 1 and 4h + 3, so
+// their chunks come in that order (kHalves) with one instruction each.
+enum class MinTerms { kNone, kLanes4, kSum };
+
+QKV_VNNI_INLINE void K4NibbleHalves(const uint8_t* qs, __m512i u[4]) {
+  for (int h = 0; h < 2; ++h) {
+    const __m512i q = _mm512_loadu_si512(qs + 64 * h);
+    u[2 * h] = Nibbles4(q);
+    u[2 * h + 1] = Bits(q, _mm512_set1_epi64(Field(4, 4, 0)));
+  }
+}
+
+// Q4_K's UnpackRow (Q5_K's before its fifth bits): the 8 unsigned scale
+// bytes in every 128-bit lane, for vpshufb (kScaleBytes).
+template <class Block>
+QKV_VNNI_INLINE __m512i K4UnpackRow(const uint8_t* b, __m512i u[4], uint64_t* m) {
+  uint64_t sc;
+  K4ScalesMins(b + offsetof(Block, scales), &sc, m);
+  K4NibbleHalves(b + offsetof(Block, qs), u);
+  return _mm512_set1_epi64(static_cast<long long>(sc));
+}
+
 struct DecQ4_K {
   using Block = BlockQ4_K;
   static constexpr int kOffset = 0, kSub = 32;
-  static constexpr bool kMadd16 = true;
+  static constexpr bool kMadd16 = true, kHalves = true, kScaleBytes = true;
+  static constexpr MinTerms kMins = MinTerms::kLanes4;
+  QKV_VNNI_INLINE static __m512i UnpackRow(const uint8_t* b, __m512i u[4], uint64_t* m) {
+    return K4UnpackRow<Block>(b, u, m);
+  }
   QKV_VNNI_INLINE static float D(const uint8_t* b) { return HalfAt(b + offsetof(Block, d)); }
   QKV_VNNI_INLINE static void Mins(const uint8_t* b, const VnniActK& a, VnniRow* row) {
     uint64_t sc, m;
@@ -235,7 +267,18 @@ struct DecQ4_K {
 struct DecQ5_K {
   using Block = BlockQ5_K;
   static constexpr int kOffset = 0, kSub = 32;
-  static constexpr bool kMadd16 = true;
+  static constexpr bool kMadd16 = true, kHalves = true, kScaleBytes = true;
+  static constexpr MinTerms kMins = MinTerms::kSum;
+  QKV_VNNI_INLINE static __m512i UnpackRow(const uint8_t* b, __m512i u[4], uint64_t* m) {
+    const __m512i sc = K4UnpackRow<Block>(b, u, m);
+    const __m512i qh = Broadcast32(b + offsetof(Block, qh));
+    for (int c = 0; c < 4; ++c) {
+      // Sub-block s takes qh bit s; chunk c holds sub-blocks lo and lo + 2.
+      const int lo = 4 * (c / 2) + c % 2;
+      u[c] = _mm512_or_si512(u[c], Bits(qh, Halves(Field(lo, 1, 4), Field(lo + 2, 1, 4))));
+    }
+    return sc;
+  }
   QKV_VNNI_INLINE static float D(const uint8_t* b) { return HalfAt(b + offsetof(Block, d)); }
   QKV_VNNI_INLINE static void Mins(const uint8_t* b, const VnniActK& a, VnniRow* row) {
     uint64_t sc, m;
@@ -262,8 +305,14 @@ struct DecQ5_K {
 struct DecQ6_K : Finish8 {
   using Block = BlockQ6_K;
   static constexpr int kOffset = 32, kSub = 16;
-  static constexpr bool kMadd16 = true;
+  static constexpr bool kMadd16 = true, kHalves = false, kScaleBytes = false;
+  static constexpr MinTerms kMins = MinTerms::kNone;
   QKV_VNNI_INLINE static float D(const uint8_t* b) { return HalfAt(b + offsetof(Block, d)); }
+  QKV_VNNI_INLINE static __m512i UnpackRow(const uint8_t* b, __m512i u[4], uint64_t*) {
+    (void)Unpack(b, u);  // (its int32 scales unused: the compiler drops them)
+    return _mm512_castsi256_si512(
+        _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + offsetof(Block, scales)))));
+  }
   QKV_VNNI_INLINE static __m512i Unpack(const uint8_t* b, __m512i u[4]) {
     for (int h = 0; h < 2; ++h) {
       const __m512i ql = _mm512_loadu_si512(b + offsetof(Block, ql) + 64 * h);
