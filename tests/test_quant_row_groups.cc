@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstring>
 #include <initializer_list>
+#include <limits>
 #include <random>
 #include <string>
 #include <vector>
@@ -86,7 +87,9 @@ TEST_CASE("row_group_dot equals its scalar kernel and the fp64 reference") {
     CAPTURE(dtype_name(t));
     REQUIRE(row_groups_layout(t));
     for (size_t cols : columns(t, {1, 2, 18, 64})) {
-      for (size_t groups : {size_t(1), size_t(2), size_t(3)}) {
+      // 5, 9 and 11 groups: passes over streams of several groups each
+      // (GroupStreams), and the groups left over after them.
+      for (size_t groups : {size_t(1), size_t(2), size_t(3), size_t(5), size_t(9), size_t(11)}) {
         CAPTURE(cols);
         CAPTURE(groups);
         const size_t rows = groups * kRowGroup;
@@ -101,7 +104,7 @@ TEST_CASE("row_group_dot equals its scalar kernel and the fp64 reference") {
         std::vector<float> ys(rows), yr(rows);
         row_group_dot_scalar(t, packed.data(), cols, xa.data(), yr.data(), groups);
         testing::for_each_simd_target([&] {
-          std::fill(ys.begin(), ys.end(), 0.0f);
+          std::fill(ys.begin(), ys.end(), std::numeric_limits<float>::quiet_NaN());
           row_group_dot(t, packed.data(), cols, xa.data(), ys.data(), groups);
           for (size_t r = 0; r < rows; ++r) CHECK(ys[r] == yr[r]);
         });

@@ -98,13 +98,14 @@ struct GroupAct {
   std::vector<int32_t> corr;
 };
 
-// G groups (group g at w + g * gstride) against the activation a: per block
+// G groups (group g at w + g * spacing * gstride, its outputs at y + g *
+// spacing * kRowGroup) against the activation a: per block
 // column and group, 8 vpdpbusd of the lines against the activation's words
 // (broadcast) in two chains from corr, then
 //   acc = fma(float(isum), dw * da, acc)  [+ fma(mw, sa, acc)],
 // row_group_dot's arithmetic (kernels/quant/row_groups.h).
 template <class Dec, size_t G>
-QKV_GROUP_TARGET void GroupsVnni(const uint8_t* HWY_RESTRICT w, size_t gstride, size_t nb,
+QKV_GROUP_TARGET void GroupsVnni(const uint8_t* HWY_RESTRICT w, size_t gstride, size_t spacing, size_t nb,
                                  const typename Dec::Act* HWY_RESTRICT a, const GroupAct& act, float* HWY_RESTRICT y) {
   using D = GroupDecoder<Dec>;
   constexpr size_t kAhead = 2048;
@@ -116,7 +117,7 @@ QKV_GROUP_TARGET void GroupsVnni(const uint8_t* HWY_RESTRICT w, size_t gstride, 
     std::memcpy(aw, a[i].qs, 32);
     const __m512 dai = _mm512_set1_ps(act.da[i]);
     for (size_t g = 0; g < G; ++g) {
-      const uint8_t* column = w + g * gstride + i * D::kColumnBytes;
+      const uint8_t* column = w + g * spacing * gstride + i * D::kColumnBytes;
       for (size_t o = 0; o < D::kColumnBytes; o += 64) {
         _mm_prefetch(reinterpret_cast<const char*>(column + kAhead + o), _MM_HINT_T0);
       }
@@ -132,7 +133,26 @@ QKV_GROUP_TARGET void GroupsVnni(const uint8_t* HWY_RESTRICT w, size_t gstride, 
       if constexpr (D::kMin) acc[g] = _mm512_fmadd_ps(D::Mins(column), _mm512_set1_ps(act.sa[i]), acc[g]);
     }
   }
-  for (size_t g = 0; g < G; ++g) _mm512_storeu_ps(y + g * kRowGroup, acc[g]);
+  for (size_t g = 0; g < G; ++g) _mm512_storeu_ps(y + g * spacing * kRowGroup, acc[g]);
+}
+
+// n_groups groups at `groups` (gstride bytes each) in passes of S groups,
+// kernel(integral_constant G, w, spacing, y): the groups split into S runs of
+// q = n_groups / S consecutive groups, pass k taking group k of each run
+// (spacing q), then the n_groups % S left one at a time. A run is one
+// address range, so each stream's prefetch runs on into its next group;
+// passes over S consecutive groups left the first prefetch distance of each
+// group but the first to demand misses. Zen 5 guest, passes of 2 groups,
+// bench_linear '^matvec_row_groups/(q4_0|q5_0)/(5632x2048|2048x5632)/2',
+// GB/s runs / consecutive: Q4_0 50-56 / 42-51, Q5_0 49-54 / 39-48 (one
+// thread: 27-28 / 25-27, 28-29 / 23-25); four runs measured the same as two.
+template <size_t S, class Kernel>
+HWY_INLINE void GroupStreams(const uint8_t* groups, size_t gstride, size_t n_groups, float* y, const Kernel& kernel) {
+  const size_t q = n_groups / S;
+  for (size_t k = 0; k < q; ++k) kernel(std::integral_constant<size_t, S>(), groups + k * gstride, q, y + k * kRowGroup);
+  for (size_t g = S * q; g < n_groups; ++g) {
+    kernel(std::integral_constant<size_t, 1>(), groups + g * gstride, 1, y + g * kRowGroup);
+  }
 }
 
 template <class Dec>
@@ -152,9 +172,9 @@ QKV_GROUP_TARGET void GroupDotType(const uint8_t* groups, size_t cols, const voi
     act.corr[i] = -Dec::kOffset * sum;
   }
   // Two groups a pass: two weight streams, and independent chains.
-  size_t g = 0;
-  for (; g + 2 <= n_groups; g += 2) GroupsVnni<Dec, 2>(groups + g * gstride, gstride, nb, a, act, y + g * kRowGroup);
-  if (g < n_groups) GroupsVnni<Dec, 1>(groups + g * gstride, gstride, nb, a, act, y + g * kRowGroup);
+  GroupStreams<2>(groups, gstride, n_groups, y, [&](auto G, const uint8_t* w, size_t spacing, float* yg) {
+    GroupsVnni<Dec, decltype(G)::value>(w, gstride, spacing, nb, a, act, yg);
+  });
 }
 
 template <class Dec>
@@ -322,6 +342,11 @@ QKV_GROUP_TARGET void GroupDotTypeK(const uint8_t* groups, size_t cols, const vo
       }
     }
   }
+  // Passes over 4 consecutive groups: in 4 or 2 runs (GroupStreams) Q4_K
+  // and Q6_K streamed slower from DRAM on 2 threads (Zen 5 guest,
+  // bench_linear '^matvec_row_groups/(q4_k|q6_k)/5632x2048/2', GB/s
+  // consecutive / 4 runs / 2 runs: Q4_K 39-41 / 27-29 / 40-44, Q6_K 37 / 25
+  // / 29).
   size_t g = 0;
   for (; g + 4 <= n_groups; g += 4) GroupsVnniK<Dec, 4>(groups + g * gstride, gstride, nb, a, act, y + g * kRowGroup);
   for (; g + 2 <= n_groups; g += 2) GroupsVnniK<Dec, 2>(groups + g * gstride, gstride, nb, a, act, y + g * kRowGroup);
