@@ -17,10 +17,11 @@
 //
 // Included by vec_dot_vnni-inl.h after the decoders.
 
+// The decoders that KRows4Vnni takes: those with UnpackRow.
 template <class Dec, class = void>
 struct HasRows4 : std::false_type {};
 template <class Dec>
-struct HasRows4<Dec, std::void_t<decltype(Dec::kHalves)>> : std::true_type {};
+struct HasRows4<Dec, std::void_t<decltype(&Dec::UnpackRow)>> : std::true_type {};
 
 // The first value of chunk c's low half: chunks are values [64c, 64c + 64),
 // or with kHalves sub-blocks lo and lo + 2 (lo = 4 (c / 2) + c % 2).
