@@ -105,7 +105,7 @@ qkv_status qkv_model_load(const char* path, const qkv_model_options* options, qk
       [&] {
         auto m = std::make_unique<qkv_model>();
         m->model = qkv::load_model(path);
-        qkv::use_row_groups(m->model);
+        qkv::lay_out_weights(m->model);
         const int64_t vocab = m->model.config.vocab_size;
         if (tokenizer_path) {
           m->tokenizer = qkv::Tokenizer::load(tokenizer_path, vocab);

@@ -1,20 +1,17 @@
 #include "runtime/kv_cache.h"
 
-#include <sys/mman.h>
-#include <unistd.h>
-#include <cerrno>
 #include <algorithm>
 #include <cstring>
 #include <limits>
 #include <new>
 
 #include "kernels/error.h"
+#include "runtime/huge_pages.h"
 #include "runtime/kv_encode.h"
 
 namespace qkv {
 namespace {
 
-constexpr uint64_t kHugePage = uint64_t(2) << 20;
 
 // a * b, or fail naming the quantity when it does not fit in 63 bits (strides are int64).
 uint64_t checked_mul(uint64_t a, uint64_t b, const char* what) {
@@ -67,50 +64,22 @@ KVCache::KVCache(const KVCacheConfig& config) : config_(config) {
   head_bytes_ = row_bytes_ * config.capacity;
   seq_bytes_ = head_bytes_ * config.n_kv_heads;
 
-  // Large caches: over-map by one huge page so the data can start on a 2 MiB
-  // boundary, then return the unused head and tail. Small ones: page alignment.
-  const bool huge = total >= kHugePage;
-  const uint64_t slack = huge ? kHugePage : 0;
-  QKV_CHECK(total <= std::numeric_limits<size_t>::max() - slack, "KV cache of ", total,
+  QKV_CHECK(total <= std::numeric_limits<size_t>::max(), "KV cache of ", total,
             " bytes does not fit in the address space");
-  const size_t map_bytes = static_cast<size_t>(total + slack);
-  void* p = mmap(nullptr, map_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (p == MAP_FAILED) {
-    fail_as(ErrorKind::kOutOfMemory, "KV cache: cannot allocate ", total, " bytes: ", std::strerror(errno));
-  }
-  uint8_t* base = static_cast<uint8_t*>(p);
-  uint8_t* start = base;
-  size_t keep = map_bytes;
-  if (huge) {
-    const uintptr_t a = reinterpret_cast<uintptr_t>(base);
-    start = reinterpret_cast<uint8_t*>((a + kHugePage - 1) & ~uintptr_t(kHugePage - 1));
-    const size_t head = static_cast<size_t>(start - base);
-    const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
-    const size_t used = (static_cast<size_t>(total) + page - 1) / page * page;
-    if (head > 0) munmap(base, head);
-    if (head + used < map_bytes) munmap(start + used, map_bytes - head - used);
-    keep = used;
-    // Advisory only: without THP the cache works the same on 4 KiB pages.
-    madvise(start, keep, MADV_HUGEPAGE);
-  }
-  mapping_ = start;
-  mapping_bytes_ = keep;
-  data_ = start;
+  storage_ = allocate_huge_pages(static_cast<size_t>(total), "KV cache");
+  data_ = storage_.get();
   // The bookkeeping is allocated only once the cache itself exists: it is O(layers
   // x sequences), which an absurd configuration could make large too.
   try {
     lengths_.assign(static_cast<size_t>(config.n_seqs), 0);
     stored_.assign(static_cast<size_t>(config.n_seqs * config.n_layers), 0);
   } catch (const std::bad_alloc&) {
-    munmap(mapping_, mapping_bytes_);
     fail("KV cache: cannot allocate the length tables for ", config.n_seqs, " sequences x ",
          config.n_layers, " layers");
   }
 }
 
-KVCache::~KVCache() {
-  if (mapping_ != nullptr) munmap(mapping_, mapping_bytes_);
-}
+KVCache::~KVCache() = default;
 
 void KVCache::check_layer(int64_t layer, const char* what) const {
   QKV_CHECK(layer >= 0 && layer < config_.n_layers, "KV cache ", what, ": layer ", layer,

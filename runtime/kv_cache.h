@@ -23,6 +23,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "kernels/attention.h"
@@ -104,9 +105,8 @@ class KVCache {
   int64_t row_bytes_ = 0;        // one position of one KV head
   int64_t head_bytes_ = 0;       // capacity rows
   int64_t seq_bytes_ = 0;        // n_kv_heads heads
-  uint8_t* data_ = nullptr;  // one aligned allocation: [layer][K|V][seq][head][pos][row]
-  void* mapping_ = nullptr;  // the mapping data_ lies in, and its size
-  size_t mapping_bytes_ = 0;
+  std::shared_ptr<uint8_t> storage_;  // runtime/huge_pages.h
+  uint8_t* data_ = nullptr;           // storage_: [layer][K|V][seq][head][pos][row]
   // (implementation detail; see kv_cache.cc)
  public:
   ~KVCache();

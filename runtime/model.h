@@ -108,16 +108,18 @@ struct Model {
   uint64_t parameter_count() const;
 };
 
-// Lays out the layer matrices and the output that row groups speed up
-// (kernels/quant/row_groups.h: the 32-value block types, rows a multiple of
-// 16, on CPUs that run the block GEMM on them) in row groups, in new
-// memory that m.storage then keeps too; the source's whole pages are given
-// back (madvise: a file mapping's dropped and made inaccessible, a heap
+// Lays out the layer matrices and the output for the kernels, in one new
+// block of huge-page memory (runtime/huge_pages.h) that m.storage then keeps
+// too: with row_groups, those that row groups speed up (kernels/quant/
+// row_groups.h: the 32-value block types, rows a multiple of 16, on CPUs
+// that run the block GEMM on them) in row groups; the other quantized ones
+// that lie in a file mapping copied as rows. The source's whole pages are
+// given back (madvise: a file mapping's dropped and made inaccessible, a heap
 // copy's zeroed), so the resident weights stay one copy, and no other Model
 // may share m's source memory. An embedding tied to the output shares its
-// groups (the decoder gathers one row at a time); an untied one keeps its
-// rows. Returns how many matrices it laid out.
-int use_row_groups(Model& m);
+// layout (the decoder gathers one row at a time); an untied one stays where
+// it is. Returns how many matrices it laid out in row groups.
+int lay_out_weights(Model& m, bool row_groups = true);
 
 // Every present (data != nullptr) matrix of a layer, projections and vectors alike.
 std::vector<const Matrix*> layer_matrices(const LayerWeights& l);

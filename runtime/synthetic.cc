@@ -4,12 +4,13 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
-#include <sys/mman.h>
+#include <limits>
 
 #include "kernels/error.h"
 #include "kernels/quant/quantize.h"
 #include "runtime/arch.h"
 #include "runtime/gguf.h"
+#include "runtime/huge_pages.h"
 #include "runtime/model_loader.h"
 
 namespace qkv {
@@ -59,15 +60,14 @@ uint32_t ggml_of(DType t) { return dtype_ggml_id(t); }
 
 uint64_t matrix_bytes(const Matrix& m) { return uint64_t(m.rows) * dtype_row_bytes(m.type, size_t(m.cols)); }
 
-// Anonymous memory for the weights, asking for transparent huge pages: with
-// 4 KiB pages, first-touch page faults dominate building a 1.1B model (they
-// cost several times the random fill on this VM).
+// The weights in huge-page memory: with 4 KiB pages, first-touch page faults
+// dominate building a 1.1B model (they cost several times the random fill on
+// this VM).
 std::shared_ptr<const void> allocate_weights(uint64_t bytes, uint8_t** base) {
-  void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (p == MAP_FAILED) fail("out of memory: a synthetic model needs ", bytes, " bytes");
-  ::madvise(p, bytes, MADV_HUGEPAGE);  // advisory: fine if unsupported
-  *base = static_cast<uint8_t*>(p);
-  return std::shared_ptr<const void>(p, [bytes](const void* q) { ::munmap(const_cast<void*>(q), bytes); });
+  QKV_CHECK(bytes <= std::numeric_limits<size_t>::max(), "a synthetic model of ", bytes, " bytes does not fit in memory");
+  std::shared_ptr<uint8_t> p = allocate_huge_pages(static_cast<size_t>(bytes), "a synthetic model's weights");
+  *base = p.get();
+  return p;
 }
 
 // llama_ftype of a model whose matrices are all of one type (a K type as its _S preset).

@@ -281,7 +281,7 @@ TEST_CASE("row groups: a Q4_0 file's logits as in rows, its given-back pages out
   if (!test::have_shared("models/tinystories-3M-Q4_0.gguf")) return;
   const Model rows = load_model(path);
   Model groups = load_model(path);
-  if (use_row_groups(groups) == 0) {
+  if (lay_out_weights(groups) == 0) {
     MESSAGE("SKIPPED: this CPU runs no row-group kernels");
     return;
   }
@@ -316,4 +316,39 @@ TEST_CASE("row groups: a Q4_0 file's logits as in rows, its given-back pages out
   const Matrix& wq = groups.layers[0].wq;
   const uint64_t wq_bytes = uint64_t(wq.rows) * dtype_row_bytes(wq.type, size_t(wq.cols));
   CHECK(protected_bytes >= 4 * wq_bytes);
+}
+
+TEST_CASE("laid-out K-quant rows: copied out of the file mapping, the same logits bit for bit") {
+  const std::string path = test::shared_path("models/tinystories-3M-Q4_K_M.gguf");
+  if (!test::have_shared("models/tinystories-3M-Q4_K_M.gguf")) return;
+  const Model mapped = load_model(path);
+  Model copied = load_model(path);
+  CHECK(lay_out_weights(copied) == 0);  // Q4_K and Q6_K: no row groups
+  // Every quantized layer matrix and the output now lie outside the mapping.
+  const auto lo = reinterpret_cast<uintptr_t>(copied.file_mapping), hi = lo + copied.file_mapping_bytes;
+  int quantized = 0;
+  auto outside = [&](const Matrix& w) {
+    const auto a = reinterpret_cast<uintptr_t>(w.data);
+    return a + uint64_t(w.rows) * dtype_row_bytes(w.type, size_t(w.cols)) <= lo || a >= hi;
+  };
+  for (const LayerWeights& l : copied.layers) {
+    for (const Matrix* w : layer_matrices(l)) {
+      if (!dtype_is_quantized(w->type)) continue;
+      ++quantized;
+      CHECK(outside(*w));
+      CHECK(!w->row_groups);
+    }
+  }
+  CHECK(quantized >= 7 * static_cast<int>(copied.layers.size()));
+  if (dtype_is_quantized(copied.output.type)) CHECK(outside(copied.output));
+  DecoderOptions o;
+  o.kv_type = DType::F32;
+  Decoder dm(mapped, o), dc(copied, o);
+  const int64_t vocab = mapped.config.vocab_size;
+  for (int32_t t : {1, 403, 407, 261}) {
+    const float* lm = dm.step(0, t);
+    const std::vector<float> want(lm, lm + vocab);
+    const float* lc = dc.step(0, t);
+    CHECK(std::equal(want.begin(), want.end(), lc));
+  }
 }

@@ -556,7 +556,7 @@ int cmd_bench(int argc, char** argv) {
     report.model.source = std::string(tied ? "synthetic" : "synthetic, untied output") + ", " + o.arch;
     report.model.weight_type = weight_format_name(o.weight_format);
   }
-  if (o.row_groups) use_row_groups(model);
+  lay_out_weights(model, o.row_groups);
   if (o.huge_pages) {
     move_weights_to_huge_pages(model);
     report.model.source += ", weights on huge pages";
