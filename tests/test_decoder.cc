@@ -77,6 +77,17 @@ double batched_tolerance(DType t) {
   return bf16 ? std::max(tolerance(t), 13 * 0x1p-8) : tolerance(t);
 }
 
+// small_gqa_config widened so that every matrix is split between the threads.
+ModelConfig wide_gqa_config() {
+  ModelConfig c = small_gqa_config();
+  c.dim = 256;
+  c.hidden_dim = 768;
+  c.head_dim = 32;
+  c.rope_dim = 32;
+  c.context_length = 512;
+  return c;
+}
+
 }  // namespace
 
 TEST_CASE("decoder matches the scalar fp64 forward pass for every weight type") {
@@ -126,6 +137,27 @@ TEST_CASE("prefill then decode equals feeding the prompt one token at a time") {
       CHECK(rel_error(av.data(), std::vector<double>(b, b + 300)) <= batched_tolerance(t));
     }
   }
+}
+
+TEST_CASE("a prefill large enough to split its per-row steps over threads equals stepping") {
+  // 300 rows of dim 256: the norms, RoPE and activations run in parallel
+  // regions of contiguous shares (each_share outside a team).
+  const Model model = make_synthetic_model(wide_gqa_config(), DType::F32, 4, false);
+  const std::vector<int32_t> tokens = some_tokens(300, 300, 3);
+  DecoderOptions o;
+  o.kv_type = DType::F32;
+  o.prefill_batch = 300;
+  Decoder batched(model, o), single(model, o);
+  const float* pl = batched.prefill(0, tokens.data(), 300);
+  const std::vector<float> prefilled(pl, pl + 300);
+  const float* sl = nullptr;
+  for (int i = 0; i < 300; ++i) sl = single.step(0, tokens[i]);
+  CHECK(rel_error(prefilled.data(), std::vector<double>(sl, sl + 300)) <= batched_tolerance(DType::F32));
+  // The cached K and V of every position agree too: the next step matches.
+  const float* a = batched.step(0, 7);
+  const std::vector<float> av(a, a + 300);
+  const float* b = single.step(0, 7);
+  CHECK(rel_error(av.data(), std::vector<double>(b, b + 300)) <= batched_tolerance(DType::F32));
 }
 
 TEST_CASE("one thread and two threads agree within rounding") {
@@ -187,11 +219,7 @@ TEST_CASE("a batched step equals stepping each sequence alone") {
 
 TEST_CASE("a decode step in one team equals a region per kernel call, bit for bit") {
   // Wide enough that every matrix is split between the threads.
-  ModelConfig c = small_gqa_config();
-  c.dim = 256;
-  c.hidden_dim = 768;
-  c.head_dim = 32;
-  c.rope_dim = 32;
+  const ModelConfig c = wide_gqa_config();
   omp_set_num_threads(2);
   for (DType t : {DType::F16, DType::Q8_0}) {
     CAPTURE(dtype_name(t));
