@@ -240,6 +240,19 @@ QKV_VNNI_INLINE __m512i K4UnpackRow(const uint8_t* b, __m512i u[4], uint64_t* m)
   return _mm512_set1_epi64(static_cast<long long>(sc));
 }
 
+// K4ScalesMins of 4 blocks at once: head holds each block's first 16 bytes
+// (d, dmin, the 12 scale bytes) in its 128-bit lane r; returns lane r =
+// [scales of block r (8 bytes), mins of block r (8 bytes)].
+QKV_VNNI_INLINE __m512i K4ScalesMins4(__m512i head) {
+  const __m512i u01 = _mm512_shuffle_epi32(head, _MM_PERM_CBCB);  // u0, u1, u0, u1
+  const __m512i u2 = _mm512_shuffle_epi32(head, _MM_PERM_DDDD);
+  const __m512i lo = _mm512_and_si512(u01, _mm512_set1_epi32(0x3F3F3F3F));
+  // s_hi = (u2 & 0x0F..) | ((u0 >> 6) & 0x03..) << 4, m_hi = ((u2 >> 4) & 0x0F..) | ((u1 >> 6) & 0x03..) << 4
+  const __m512i low4 = _mm512_and_si512(_mm512_srlv_epi32(u2, _mm512_set4_epi32(4, 0, 4, 0)), _mm512_set1_epi32(0x0F0F0F0F));
+  const __m512i hi = _mm512_ternarylogic_epi32(low4, _mm512_srli_epi32(u01, 2), _mm512_set1_epi32(0x30303030), 0xF8);
+  return _mm512_unpacklo_epi32(lo, hi);  // s_lo, s_hi, m_lo, m_hi
+}
+
 struct DecQ4_K {
   using Block = BlockQ4_K;
   static constexpr int kOffset = 0, kSub = 32;
@@ -248,6 +261,8 @@ struct DecQ4_K {
   QKV_VNNI_INLINE static __m512i UnpackRow(const uint8_t* b, __m512i u[4], uint64_t* m) {
     return K4UnpackRow<Block>(b, u, m);
   }
+  // UnpackRow's values alone (the scales from K4ScalesMins4).
+  QKV_VNNI_INLINE static void UnpackValues(const uint8_t* b, __m512i u[4]) { K4NibbleHalves(b + offsetof(Block, qs), u); }
   QKV_VNNI_INLINE static float D(const uint8_t* b) { return HalfAt(b + offsetof(Block, d)); }
   QKV_VNNI_INLINE static void Mins(const uint8_t* b, const VnniActK& a, VnniRow* row) {
     uint64_t sc, m;
@@ -271,13 +286,20 @@ struct DecQ5_K {
   static constexpr MinTerms kMins = MinTerms::kSum;
   QKV_VNNI_INLINE static __m512i UnpackRow(const uint8_t* b, __m512i u[4], uint64_t* m) {
     const __m512i sc = K4UnpackRow<Block>(b, u, m);
+    FifthBits(b, u);
+    return sc;
+  }
+  QKV_VNNI_INLINE static void UnpackValues(const uint8_t* b, __m512i u[4]) {
+    K4NibbleHalves(b + offsetof(Block, qs), u);
+    FifthBits(b, u);
+  }
+  QKV_VNNI_INLINE static void FifthBits(const uint8_t* b, __m512i u[4]) {
     const __m512i qh = Broadcast32(b + offsetof(Block, qh));
     for (int c = 0; c < 4; ++c) {
       // Sub-block s takes qh bit s; chunk c holds sub-blocks lo and lo + 2.
       const int lo = 4 * (c / 2) + c % 2;
       u[c] = _mm512_or_si512(u[c], Bits(qh, Halves(Field(lo, 1, 4), Field(lo + 2, 1, 4))));
     }
-    return sc;
   }
   QKV_VNNI_INLINE static float D(const uint8_t* b) { return HalfAt(b + offsetof(Block, d)); }
   QKV_VNNI_INLINE static void Mins(const uint8_t* b, const VnniActK& a, VnniRow* row) {

@@ -17,11 +17,25 @@
 //
 // Included by vec_dot_vnni-inl.h after the decoders.
 
+// How far ahead of each row KRows4Vnni prefetches: twice the other row
+// kernels' distance. Zen 5 guest, `bench_linear
+// --benchmark_filter='^matvec/(q4_k|q6_k)/5632x2048/'`, three alternated
+// runs, GB/s 2048 / 1024 / 4096 bytes: Q4_K 1 thread 37-39 / 30-33 / 26-37,
+// 2 threads 58-60 / 56-57 / 59; Q6_K 38-39 / 32-36 / 26-37, 64-66 / 59-62 /
+// 55-61.
+constexpr size_t kRows4PrefetchBytes = 2048;
+
 // The decoders that KRows4Vnni takes: those with UnpackRow.
 template <class Dec, class = void>
 struct HasRows4 : std::false_type {};
 template <class Dec>
 struct HasRows4<Dec, std::void_t<decltype(&Dec::UnpackRow)>> : std::true_type {};
+// Q4_K and Q5_K: their scales, mins, d and dmin of the 4 rows come from one
+// vector of the blocks' first 16 bytes (K4ScalesMins4) instead of scalar code per row.
+template <class Dec, class = void>
+struct HasK4Head : std::false_type {};
+template <class Dec>
+struct HasK4Head<Dec, std::void_t<decltype(&Dec::UnpackValues)>> : std::true_type {};
 
 // The first value of chunk c's low half: chunks are values [64c, 64c + 64),
 // or with kHalves sub-blocks lo and lo + 2 (lo = 4 (c / 2) + c % 2).
@@ -119,14 +133,36 @@ QKV_VNNI_TARGET void KRows4Vnni(const uint8_t* HWY_RESTRICT w, size_t stride, si
       static_assert(offsetof(B, dmin) == offsetof(B, d) + 2, "d and dmin adjacent");
       ad = _mm256_castsi256_ps(_mm256_xor_si256(_mm256_castps_si256(ad), _mm256_set1_epi64x(int64_t{1} << 63)));
     }
+    constexpr bool kHead = HasK4Head<Dec>::value;
+    __m512i scm = _mm512_setzero_si512();  // kHead: lane r = [scales, mins] of row r
+    __m256 halves;
+    if constexpr (kHead) {
+      static_assert(offsetof(B, d) == 0 && offsetof(B, dmin) == 2 && offsetof(B, scales) == 4, "Q4_K / Q5_K head");
+      __m512i head = _mm512_castsi128_si512(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b[0])));
+      head = _mm512_inserti32x4(head, _mm_loadu_si128(reinterpret_cast<const __m128i*>(b[1])), 1);
+      head = _mm512_inserti32x4(head, _mm_loadu_si128(reinterpret_cast<const __m128i*>(b[2])), 2);
+      head = _mm512_inserti32x4(head, _mm_loadu_si128(reinterpret_cast<const __m128i*>(b[3])), 3);
+      scm = K4ScalesMins4(head);
+      // Dword 0 of each lane (d, dmin as f16) -> [d0, dmin0, d1, dmin1, ...].
+      const __m512i firsts = _mm512_permutexvar_epi32(_mm512_set_epi32(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 12, 8, 4, 0), head);
+      halves = _mm256_cvtph_ps(_mm512_castsi512_si128(firsts));
+    } else {
+      halves = GatherHalves4<kMins>(b, offsetof(B, d));
+    }
     // act.d * d_r (and -act.d * dmin_r): the products KRowsVnni forms per row.
-    const __m512 dd = _mm512_castps256_ps512(_mm256_mul_ps(ad, GatherHalves4<kMins>(b, offsetof(B, d))));
+    const __m512 dd = _mm512_castps256_ps512(_mm256_mul_ps(ad, halves));
     __m512i s[4];
     uint64_t m[4];
     QKV_UNROLL for (int r = 0; r < 4; ++r) {
-      PrefetchSpan<sizeof(B)>(b[r] + kPrefetchBytes);
+      PrefetchSpan<sizeof(B)>(b[r] + kRows4PrefetchBytes);
       __m512i u[4];
-      const __m512i sc = Dec::UnpackRow(b[r], u, &m[r]);
+      __m512i sc;
+      if constexpr (kHead) {
+        Dec::UnpackValues(b[r], u);
+        sc = _mm512_permutexvar_epi64(_mm512_set1_epi64(2 * r), scm);
+      } else {
+        sc = Dec::UnpackRow(b[r], u, &m[r]);
+      }
       for (int c = 0; c < 4; ++c) {
         __m512i p = _mm512_maddubs_epi16(u[c], act.q[c]);
         if (Dec::kOffset != 0) p = _mm512_sub_epi16(p, act.corr[c]);
@@ -136,8 +172,13 @@ QKV_VNNI_TARGET void KRows4Vnni(const uint8_t* HWY_RESTRICT w, size_t stride, si
     }
     if constexpr (kMins) {
       // Row r's int32 lanes 4r .. 4r + 3: m[2p] * pairs[2p] + m[2p + 1] * pairs[2p + 1].
-      const __m256i mins = _mm256_set_epi64x(static_cast<long long>(m[3]), static_cast<long long>(m[2]),
-                                             static_cast<long long>(m[1]), static_cast<long long>(m[0]));
+      __m256i mins;
+      if constexpr (kHead) {
+        mins = _mm512_castsi512_si256(_mm512_permutexvar_epi64(_mm512_set_epi64(7, 7, 7, 7, 7, 5, 3, 1), scm));
+      } else {
+        mins = _mm256_set_epi64x(static_cast<long long>(m[3]), static_cast<long long>(m[2]),
+                                 static_cast<long long>(m[1]), static_cast<long long>(m[0]));
+      }
       __m512i ms = _mm512_madd_epi16(_mm512_cvtepu8_epi16(mins), _mm512_broadcast_i32x4(act.pairs));
       if constexpr (Dec::kMins == MinTerms::kSum) {  // each row's 4 sums in all its lanes
         ms = _mm512_add_epi32(ms, _mm512_shuffle_epi32(ms, _MM_PERM_BADC));
