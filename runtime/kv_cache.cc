@@ -12,7 +12,6 @@
 namespace qkv {
 namespace {
 
-
 // a * b, or fail naming the quantity when it does not fit in 63 bits (strides are int64).
 uint64_t checked_mul(uint64_t a, uint64_t b, const char* what) {
   uint64_t r = 0;

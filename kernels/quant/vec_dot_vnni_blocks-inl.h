@@ -230,16 +230,6 @@ QKV_VNNI_INLINE void K4NibbleHalves(const uint8_t* qs, __m512i u[4]) {
   }
 }
 
-// Q4_K's UnpackRow (Q5_K's before its fifth bits): the 8 unsigned scale
-// bytes in every 128-bit lane, for vpshufb (kScaleBytes).
-template <class Block>
-QKV_VNNI_INLINE __m512i K4UnpackRow(const uint8_t* b, __m512i u[4], uint64_t* m) {
-  uint64_t sc;
-  K4ScalesMins(b + offsetof(Block, scales), &sc, m);
-  K4NibbleHalves(b + offsetof(Block, qs), u);
-  return _mm512_set1_epi64(static_cast<long long>(sc));
-}
-
 // K4ScalesMins of 4 blocks at once: head holds each block's first 16 bytes
 // (d, dmin, the 12 scale bytes) in its 128-bit lane r; returns lane r =
 // [scales of block r (8 bytes), mins of block r (8 bytes)].
@@ -258,10 +248,7 @@ struct DecQ4_K {
   static constexpr int kOffset = 0, kSub = 32;
   static constexpr bool kMadd16 = true, kHalves = true, kScaleBytes = true;
   static constexpr MinTerms kMins = MinTerms::kLanes4;
-  QKV_VNNI_INLINE static __m512i UnpackRow(const uint8_t* b, __m512i u[4], uint64_t* m) {
-    return K4UnpackRow<Block>(b, u, m);
-  }
-  // UnpackRow's values alone (the scales from K4ScalesMins4).
+  // The values for the 4-row matvec (their scales from K4ScalesMins4).
   QKV_VNNI_INLINE static void UnpackValues(const uint8_t* b, __m512i u[4]) { K4NibbleHalves(b + offsetof(Block, qs), u); }
   QKV_VNNI_INLINE static float D(const uint8_t* b) { return HalfAt(b + offsetof(Block, d)); }
   QKV_VNNI_INLINE static void Mins(const uint8_t* b, const VnniActK& a, VnniRow* row) {
@@ -284,11 +271,6 @@ struct DecQ5_K {
   static constexpr int kOffset = 0, kSub = 32;
   static constexpr bool kMadd16 = true, kHalves = true, kScaleBytes = true;
   static constexpr MinTerms kMins = MinTerms::kSum;
-  QKV_VNNI_INLINE static __m512i UnpackRow(const uint8_t* b, __m512i u[4], uint64_t* m) {
-    const __m512i sc = K4UnpackRow<Block>(b, u, m);
-    FifthBits(b, u);
-    return sc;
-  }
   QKV_VNNI_INLINE static void UnpackValues(const uint8_t* b, __m512i u[4]) {
     K4NibbleHalves(b + offsetof(Block, qs), u);
     FifthBits(b, u);

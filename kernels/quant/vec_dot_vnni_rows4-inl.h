@@ -1,5 +1,5 @@
 // The VNNI matvec of K-quant rows four at a time, for the decoders with
-// UnpackRow (Q4_K, Q5_K, Q6_K; kernels/quant/vec_dot_vnni_blocks-inl.h). Per
+// UnpackRow or UnpackValues (Q4_K, Q5_K, Q6_K; vec_dot_vnni_blocks-inl.h). Per
 // block and row it does only what depends on the row's values: unpack, two
 // products per chunk, and a permute of the int16 scales per chunk. The rest is
 // done once for the 4 rows in one register:
@@ -25,17 +25,17 @@
 // 55-61.
 constexpr size_t kRows4PrefetchBytes = 2048;
 
-// The decoders that KRows4Vnni takes: those with UnpackRow.
-template <class Dec, class = void>
-struct HasRows4 : std::false_type {};
-template <class Dec>
-struct HasRows4<Dec, std::void_t<decltype(&Dec::UnpackRow)>> : std::true_type {};
-// Q4_K and Q5_K: their scales, mins, d and dmin of the 4 rows come from one
-// vector of the blocks' first 16 bytes (K4ScalesMins4) instead of scalar code per row.
+// Q4_K and Q5_K (UnpackValues): their scales, mins, d and dmin of the 4 rows
+// come from one vector of the blocks' first 16 bytes (K4ScalesMins4).
 template <class Dec, class = void>
 struct HasK4Head : std::false_type {};
 template <class Dec>
 struct HasK4Head<Dec, std::void_t<decltype(&Dec::UnpackValues)>> : std::true_type {};
+// The decoders that KRows4Vnni takes: those with UnpackRow (Q6_K) or UnpackValues.
+template <class Dec, class = void>
+struct HasRows4 : HasK4Head<Dec> {};
+template <class Dec>
+struct HasRows4<Dec, std::void_t<decltype(&Dec::UnpackRow)>> : std::true_type {};
 
 // The first value of chunk c's low half: chunks are values [64c, 64c + 64),
 // or with kHalves sub-blocks lo and lo + 2 (lo = 4 (c / 2) + c % 2).
@@ -172,13 +172,8 @@ QKV_VNNI_TARGET void KRows4Vnni(const uint8_t* HWY_RESTRICT w, size_t stride, si
     }
     if constexpr (kMins) {
       // Row r's int32 lanes 4r .. 4r + 3: m[2p] * pairs[2p] + m[2p + 1] * pairs[2p + 1].
-      __m256i mins;
-      if constexpr (kHead) {
-        mins = _mm512_castsi512_si256(_mm512_permutexvar_epi64(_mm512_set_epi64(7, 7, 7, 7, 7, 5, 3, 1), scm));
-      } else {
-        mins = _mm256_set_epi64x(static_cast<long long>(m[3]), static_cast<long long>(m[2]),
-                                 static_cast<long long>(m[1]), static_cast<long long>(m[0]));
-      }
+      static_assert(kHead, "the types with mins (Q4_K, Q5_K) take their mins from K4ScalesMins4");
+      const __m256i mins = _mm512_castsi512_si256(_mm512_permutexvar_epi64(_mm512_set_epi64(7, 7, 7, 7, 7, 5, 3, 1), scm));
       __m512i ms = _mm512_madd_epi16(_mm512_cvtepu8_epi16(mins), _mm512_broadcast_i32x4(act.pairs));
       if constexpr (Dec::kMins == MinTerms::kSum) {  // each row's 4 sums in all its lanes
         ms = _mm512_add_epi32(ms, _mm512_shuffle_epi32(ms, _MM_PERM_BADC));
