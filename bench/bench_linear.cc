@@ -254,32 +254,27 @@ void BM_matmul(benchmark::State& state, DType t, int64_t rows, int64_t cols, int
   state.counters["peak_rss_MB"] = peak_rss_mb();
 }
 
-// The packed GEMM on row groups (quant_gemm with row_groups): the inputs
-// quantized and laid out as matmul() does, then 32-row blocks shared among
-// the threads, all inputs in one panel (batched-decode sizes; prefill's
-// panels are block_gemm's); against matmul_nolanes (the packed kernel on
-// the rows) and matmul (there the inputs-in-lanes kernel).
+// The packed GEMM on row groups: matmul() on a Matrix with row_groups, as
+// the runtime calls it (block_gemm: the inputs quantized and laid out once,
+// a thread's consecutive 32-row blocks in one call, each packed during the
+// previous block's tiles); against matmul_nolanes (the packed kernel on the
+// rows) and matmul (there the inputs-in-lanes kernel).
 void BM_matmul_row_groups(benchmark::State& state, DType t, int64_t rows, int64_t cols) {
   const int64_t M = state.range(0);
-  const int threads = int(state.range(1));
+  omp_set_num_threads(int(state.range(1)));
   const Weights w = make_weights(t, rows, cols, 0);
   HugeBuffer groups(w.bytes());
   pack_row_groups(t, w.copies[0].data(), size_t(rows), size_t(cols), groups.data());
+  Matrix m;
+  m.data = groups.data();
+  m.type = t;
+  m.rows = rows;
+  m.cols = cols;
+  m.row_groups = true;
   const auto X = random_vec(size_t(M * cols));
   std::vector<float> Y(size_t(M * rows));
-  const size_t ab = act_bytes(t, size_t(cols)), rb = dtype_row_bytes(t, size_t(cols));
-  std::vector<uint8_t> xa(size_t(M) * ab);
-  std::vector<float> tables(quant_gemm_table_floats(t, size_t(cols), size_t(M), false));
   for (auto _ : state) {
-#pragma omp parallel for num_threads(threads) if (M * cols >= (int64_t{1} << 18))
-    for (int64_t m = 0; m < M; ++m) quantize_activation(t, X.data() + m * cols, size_t(cols), xa.data() + m * ab);
-    quant_gemm_tables(t, xa.data(), size_t(cols), size_t(M), tables.data(), false);
-#pragma omp parallel for num_threads(threads) schedule(dynamic)
-    for (int64_t r0 = 0; r0 < rows; r0 += 32) {
-      const int64_t n = std::min<int64_t>(32, rows - r0);
-      quant_gemm(t, groups.data() + size_t(r0) * rb, size_t(cols), xa.data(), size_t(M), Y.data() + r0, size_t(rows),
-                 size_t(n), tables.data(), size_t(M), true);
-    }
+    matmul(m, X.data(), M, Y.data());
     benchmark::DoNotOptimize(Y.data());
     benchmark::ClobberMemory();
   }

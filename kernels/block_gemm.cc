@@ -170,12 +170,16 @@ void matmul_block_gemm(const Matrix* Ws, float* const* Ys, int count, const floa
   share_blocks(items, 1, bytes * static_cast<size_t>(M) >= kMinParallelBytes, [&](BlockQueue& queue) {
     int64_t b0, b1;
     while (queue.take(&b0, &b1)) {
-      for (int64_t it = b0; it < b1; ++it) {
+      for (int64_t it = b0, next; it < b1; it = next) {
         int i = 0;
         while (first[i + 1] <= it) ++i;
         const Matrix& W = Ws[i];
         const int64_t local = it - first[i], rblock = local / panels, p = local % panels;
-        const int64_t r0 = rblock * rows_per[i], r1 = std::min(W.rows, r0 + rows_per[i]);
+        // With one panel, the range's consecutive blocks of a matrix go in one
+        // call: the packed kernel prepares each block during the previous
+        // one's tiles (kernels/quant/gemm_vnni_packed-inl.h).
+        next = panels == 1 ? std::min(b1, first[i + 1]) : it + 1;
+        const int64_t r0 = rblock * rows_per[i], r1 = std::min(W.rows, (rblock + next - it) * rows_per[i]);
         const int64_t m0 = p * panel, m1 = std::min(M, m0 + panel);
         const int a = static_cast<int>(act_type(W.type));
         const size_t rb = dtype_row_bytes(W.type, cols);

@@ -123,7 +123,9 @@ TEST_CASE("row_group_dot equals its scalar kernel and the fp64 reference") {
 TEST_CASE("the packed GEMM on row groups equals it on the rows") {
   // The packed kernel's arithmetic after packing is the same whichever
   // layout it packed from, so the outputs must agree bit for bit; 48 rows
-  // leave a 32-row tile with one group.
+  // leave a 32-row tile with one group. Each 32-row block is packed during
+  // the previous one's tiles into the other of two sets: 112 rows reuse a
+  // set and end with one group.
   if (!quant_gemm_available(DType::Q4_0)) {
     MESSAGE("SKIPPED: no AVX-512 VNNI here (the block GEMMs need it)");
     return;
@@ -133,7 +135,7 @@ TEST_CASE("the packed GEMM on row groups equals it on the rows") {
   for (DType t : kLayoutTypes) {
     CAPTURE(dtype_name(t));
     for (size_t cols : columns(t, {2, 18})) {
-      for (size_t rows : {size_t(16), size_t(48), size_t(64)}) {
+      for (size_t rows : {size_t(16), size_t(48), size_t(64), size_t(112)}) {
         for (size_t M : {size_t(3), size_t(8), size_t(16), size_t(17), size_t(40)}) {
           CAPTURE(cols);
           CAPTURE(rows);

@@ -10,6 +10,9 @@
 // (broadcast) adds those 4 products to each row's int32 lane. Beside the
 // lines go each sub-block's weight scale dw (d, or d * sc for the K-quants)
 // and min factor mw (Q4_1 / Q5_1: m; Q2_K, Q4_K, Q5_K: -dmin * m_j) per row.
+// Row groups (kernels/quant/row_groups.h) are the lines already, bar the
+// nibble masks; they are packed a 32-row block ahead, between the tiles'
+// steps (GroupPacker).
 //
 // Per sub-block j of S values (32, or 16 for Q2_K, Q3_K and Q6_K) and input
 // m, the integer sum starts at -offset * (the sub-block's activation sum), so
@@ -223,36 +226,89 @@ QKV_GROUP_TARGET void PackGroupK(const uint8_t* group, size_t cols, uint32_t* HW
   }
 }
 
-// A row group of a 32-value type (kernels/quant/row_groups.h) packed: its
-// words already hold the 16 rows in lanes (GroupDecoder gives the lines), dw
-// the 16 rows' d and mw (Q4_1 / Q5_1) their m; no transposition.
+// Block column i of a row group of a 32-value type (kernels/quant/row_groups.h)
+// packed: its words already hold the 16 rows in lanes (GroupDecoder gives the
+// lines), dw the 16 rows' d and mw (Q4_1 / Q5_1) their m; no transposition.
 template <class Dec>
-QKV_GROUP_TARGET void PackGroup32(const uint8_t* group, size_t cols, uint32_t* HWY_RESTRICT w, float* HWY_RESTRICT dw,
-                                  float* HWY_RESTRICT mw) {
+QKV_GROUP_INLINE void PackColumn32(const GroupDecoder<Dec>& dec, const uint8_t* group, size_t i,
+                                   uint32_t* HWY_RESTRICT w, float* HWY_RESTRICT dw, float* HWY_RESTRICT mw) {
   using D = GroupDecoder<Dec>;
-  const D dec;
-  for (size_t i = 0; i < cols / 32; ++i) {
-    const uint8_t* column = group + i * D::kColumnBytes;
-    for (size_t o = 0; o < D::kColumnBytes; o += 64) {
-      _mm_prefetch(reinterpret_cast<const char*>(column + kPackPrefetchBytes + o), _MM_HINT_T0);
-    }
-    _mm512_store_ps(dw + i * 16, D::Scales(column));
-    if constexpr (D::kMin) _mm512_store_ps(mw + i * 16, D::Mins(column));
-    __m512i u[8];
-    dec.Lines(column, u);
-    for (size_t q = 0; q < 8; ++q) _mm512_store_si512(w + (8 * i + q) * 16, u[q]);
+  const uint8_t* column = group + i * D::kColumnBytes;
+  for (size_t o = 0; o < D::kColumnBytes; o += 64) {
+    _mm_prefetch(reinterpret_cast<const char*>(column + kPackPrefetchBytes + o), _MM_HINT_T0);
   }
+  _mm512_store_ps(dw + i * 16, D::Scales(column));
+  if constexpr (D::kMin) _mm512_store_ps(mw + i * 16, D::Mins(column));
+  __m512i u[8];
+  dec.Lines(column, u);
+  for (size_t q = 0; q < 8; ++q) _mm512_store_si512(w + (8 * i + q) * 16, u[q]);
 }
 
+// Where a block's two groups of lines (cols / 4 lines of 16 rows x 4 bytes)
+// and scales (dw, mw: cols / S sub-blocks x 16 rows) go.
+struct PackSet {
+  uint32_t* w[2];
+  float* dw[2];
+  float* mw[2];
+};
+
+// Row groups of a 32-row block packed in steps, so that the next block's
+// packing runs between the current block's tile steps (one Step() per
+// sub-block, TilePacked): packed alone, between the tiles, it left the
+// vpdpbusd ports idle while it ran, and the tiles left the others idle.
+// The 32-value types go one block column of a group a step (their words are
+// the lines already), the K-quants a group a step (PackGroupK).
+// Start(block, n, set) names the block (n rows, a multiple of 16; zero rows
+// past them) and the set of lines and scales it goes to, Finish() does what
+// the steps left. Zen 5 guest, 2 threads, against packing between the tiles:
+// `bench_linear --benchmark_filter='^matmul_row_groups/(q4_0|q5_0)/5632x2048/16/2'`
+// 848-857 against 754-793 GFLOP/s (Q4_0), 790-809 against 721-787 (Q5_0);
+// 16 sequences of 143M Q4_K_M (its 576-column tensors Q5_0) 1700-1746
+// against 1531-1599 tok/s. Rows in the file's layout (PackRows) are not
+// packed in steps: their transposes take the shuffle port that vpdpbusd
+// shares, and K-quant batches of 16 ran 5-10% slower so (bench_linear
+// '^matmul/(q4_k|q6_k)/(2048x768|5632x2048)/16/2').
 template <class Dec>
-QKV_GROUP_INLINE void PackGroup(const uint8_t* group, size_t cols, uint32_t* HWY_RESTRICT w, float* HWY_RESTRICT dw,
-                                float* HWY_RESTRICT mw) {
-  if constexpr (kGroupDecoderK<Dec>) {
-    PackGroupK<Dec>(group, cols, w, dw, mw);
-  } else {
-    PackGroup32<Dec>(group, cols, w, dw, mw);
+struct GroupPacker {
+  static constexpr bool kColumns = kGroupDecoder<Dec>;
+  const size_t cols, group_bytes, steps;  // steps per group
+  std::conditional_t<kColumns, GroupDecoder<Dec>, char> dec;
+  const uint8_t* groups = nullptr;
+  size_t next = 0, total = 0;
+  PackSet set{};
+
+  explicit GroupPacker(size_t cols_)
+      : cols(cols_),
+        group_bytes(kRowGroup * (cols_ / PackedType<Dec>::kValues) * sizeof(typename PackedType<Dec>::Block)),
+        steps(kColumns ? cols_ / 32 : 1) {}
+  QKV_GROUP_INLINE void Start(const uint8_t* block, size_t n, const PackSet& s) {
+    groups = block, set = s, next = 0, total = n / 16 * steps;
+    if (n < 32) {  // past the last group (n_rows % 32 == 16): zero rows
+      const size_t subs = cols / PackedType<Dec>::kS;
+      std::memset(set.w[1], 0, cols / 4 * 64);
+      std::memset(set.dw[1], 0, subs * 16 * sizeof(float));
+      std::memset(set.mw[1], 0, subs * 16 * sizeof(float));
+    }
   }
-}
+  QKV_GROUP_INLINE void Step() {
+    if (next == total) return;
+    const size_t g = next / steps, i = next % steps;
+    ++next;
+    if constexpr (kColumns) {
+      PackColumn32<Dec>(dec, groups + g * group_bytes, i, set.w[g], set.dw[g], set.mw[g]);
+    } else {
+      PackGroupK<Dec>(groups + g * group_bytes, cols, set.w[g], set.dw[g], set.mw[g]);
+    }
+  }
+  QKV_GROUP_INLINE void Finish() {
+    while (next < total) Step();
+  }
+};
+
+// No steps between the tiles (rows, packed before them).
+struct NoSteps {
+  HWY_INLINE void Step() {}
+};
 
 // 4 bytes at p in every 32-bit lane by vbroadcastss from memory, a load-port
 // operation: the vpbroadcastd that the compiler makes of _mm512_set1_epi32
@@ -342,10 +398,11 @@ QKV_VNNI_TARGET void PackedActTables(const uint8_t* xa, size_t cols, size_t M, f
 
 // A tile of C inputs (its part of the tables at tile, see PackedActTables)
 // x 32 packed rows (groups at w[0], w[1]): y[m * ldy + r] for m < C, r < n.
-template <class Dec, size_t C>
+// steps->Step() runs once per sub-block (the next block's packing).
+template <class Dec, size_t C, class Steps>
 QKV_VNNI_TARGET void TilePacked(const float* HWY_RESTRICT tile, size_t subs, const uint32_t* const (&w)[2],
                                 const float* const (&dw)[2], const float* const (&mw)[2], float* HWY_RESTRICT y,
-                                size_t ldy, size_t n) {
+                                size_t ldy, size_t n, Steps* steps) {
   using T = PackedType<Dec>;
   constexpr size_t kLines = T::kS / 4;
   const auto* bytes = reinterpret_cast<const uint8_t*>(tile + 3 * subs * C);
@@ -358,6 +415,7 @@ QKV_VNNI_TARGET void TilePacked(const float* HWY_RESTRICT tile, size_t subs, con
     super[c][0] = super[c][1] = _mm512_setzero_si512();
   }
   for (size_t j = 0; j < subs; ++j) {
+    steps->Step();
     const float* da = tile + j * 3 * C;
     const float* ms = da + C;
     const auto* corr = reinterpret_cast<const uint8_t*>(da + 2 * C);
@@ -419,22 +477,26 @@ QKV_VNNI_TARGET void TilePacked(const float* HWY_RESTRICT tile, size_t subs, con
   }
 }
 
-template <class Dec, size_t C>
+template <class Dec, size_t C, class Steps>
 struct PackedTiles {
   // Inputs [0, M) in tiles of C, the last C' < C by TilePacked<Dec, C'>
   // (the tables' tiles, `per` floats per input apart).
   QKV_VNNI_INLINE static void Run(size_t M, const float* tab, size_t per, size_t subs, const uint32_t* const (&w)[2],
                                   const float* const (&dw)[2], const float* const (&mw)[2], float* y, size_t ldy,
-                                  size_t n) {
+                                  size_t n, Steps* steps) {
     size_t m = 0;
-    for (; m + C <= M; m += C) TilePacked<Dec, C>(tab + m * per, subs, w, dw, mw, y + m * ldy, ldy, n);
+    for (; m + C <= M; m += C) TilePacked<Dec, C>(tab + m * per, subs, w, dw, mw, y + m * ldy, ldy, n, steps);
     if constexpr (C > 1) {
-      if (m < M) PackedTiles<Dec, C - 1>::Run(M - m, tab + m * per, per, subs, w, dw, mw, y + m * ldy, ldy, n);
+      if (m < M) {
+        PackedTiles<Dec, C - 1, Steps>::Run(M - m, tab + m * per, per, subs, w, dw, mw, y + m * ldy, ldy, n, steps);
+      }
     }
   }
 };
 
-// kGroups: base holds row groups (n_rows a multiple of 16), packed by PackGroup.
+// kGroups: base holds row groups (n_rows a multiple of 16), each 32-row block
+// packed during the previous block's tiles (GroupPacker); else rows, each
+// block packed before its tiles (PackRows).
 template <class Dec, bool kGroups = false>
 QKV_VNNI_TARGET void GemmPackedType(const uint8_t* base, size_t cols, const float* tab, size_t M, float* y,
                                     size_t ldy, size_t n_rows) {
@@ -442,13 +504,16 @@ QKV_VNNI_TARGET void GemmPackedType(const uint8_t* base, size_t cols, const floa
   const size_t per = PackedFloatsPerInput<Dec>(cols);
   const size_t rb = cols / T::kValues * sizeof(typename T::Block);
   const size_t subs = cols / T::kS;
-  // Scratch (64-byte aligned pieces): the decoded rows of one group and
-  // their scales, two packed groups, their dw and mw.
+  // Scratch (64-byte aligned pieces): rows: the decoded rows of one group
+  // and their scales, and one set of two packed groups with their dw and mw;
+  // groups: two sets (the current block's, the next one's).
+  const size_t n_sets = kGroups ? 2 : 1;
   const size_t lines = cols / 4 * 64, scales = subs * 16 * sizeof(float), ld = (subs + 15) / 16 * 16;
   static thread_local hwy::AlignedFreeUniquePtr<uint8_t[]> scratch;
   static thread_local size_t scratch_size = 0;
   auto up = [](size_t b) { return (b + 63) / 64 * 64; };
-  const size_t need = up(16 * cols) + 2 * up(16 * ld * sizeof(float)) + 2 * up(lines) + 4 * up(scales);
+  const size_t rows_scratch = kGroups ? 0 : up(16 * cols) + 2 * up(16 * ld * sizeof(float));
+  const size_t need = rows_scratch + n_sets * (2 * up(lines) + 4 * up(scales));
   if (need > scratch_size) {
     scratch = hwy::AllocateAligned<uint8_t>(need);
     scratch_size = need;
@@ -459,33 +524,44 @@ QKV_VNNI_TARGET void GemmPackedType(const uint8_t* base, size_t cols, const floa
     p += up(bytes);
     return q;
   };
-  auto* rowbuf = take(16 * cols);
-  auto* sd = reinterpret_cast<float*>(take(16 * ld * sizeof(float)));
-  auto* sm = reinterpret_cast<float*>(take(16 * ld * sizeof(float)));
-  uint32_t* w[2];
-  float *dw[2], *mw[2];
-  for (auto& g : w) g = reinterpret_cast<uint32_t*>(take(lines));
-  for (int g = 0; g < 2; ++g) dw[g] = reinterpret_cast<float*>(take(scales)), mw[g] = reinterpret_cast<float*>(take(scales));
-  for (size_t r = 0; r < n_rows; r += 32) {
-    const size_t n = std::min<size_t>(32, n_rows - r);
-    for (size_t g = 0; g < 2; ++g) {
-      const size_t n_g = n > 16 * g ? std::min<size_t>(16, n - 16 * g) : 0;
-      if constexpr (kGroups) {
-        if (n_g == 16) {
-          PackGroup<Dec>(base + (r + 16 * g) * rb, cols, w[g], dw[g], mw[g]);
-        } else {  // past the last group (n_rows % 32 == 16): zero rows
-          std::memset(w[g], 0, lines);
-          std::memset(dw[g], 0, scales);
-          std::memset(mw[g], 0, scales);
-        }
-        continue;
-      }
-      PackRows<Dec>(base + (r + 16 * g) * rb, rb, n_g, cols, rowbuf, sd, sm, ld, w[g], dw[g], mw[g]);
+  PackSet sets[2];
+  for (size_t k = 0; k < n_sets; ++k) {
+    for (int g = 0; g < 2; ++g) {
+      sets[k].w[g] = reinterpret_cast<uint32_t*>(take(lines));
+      sets[k].dw[g] = reinterpret_cast<float*>(take(scales));
+      sets[k].mw[g] = reinterpret_cast<float*>(take(scales));
     }
-    const uint32_t* const wc[2] = {w[0], w[1]};
-    const float* const dwc[2] = {dw[0], dw[1]};
-    const float* const mwc[2] = {mw[0], mw[1]};
-    PackedTiles<Dec, kPackedC>::Run(M, tab, per, subs, wc, dwc, mwc, y + r, ldy, n);
+  }
+  auto tiles = [&](const PackSet& set, size_t r, auto* steps) {
+    const uint32_t* const wc[2] = {set.w[0], set.w[1]};
+    const float* const dwc[2] = {set.dw[0], set.dw[1]};
+    const float* const mwc[2] = {set.mw[0], set.mw[1]};
+    PackedTiles<Dec, kPackedC, std::remove_pointer_t<decltype(steps)>>::Run(
+        M, tab, per, subs, wc, dwc, mwc, y + r, ldy, std::min<size_t>(32, n_rows - r), steps);
+  };
+  if constexpr (kGroups) {
+    GroupPacker<Dec> packer(cols);
+    packer.Start(base, std::min<size_t>(32, n_rows), sets[0]);
+    packer.Finish();
+    for (size_t r = 0, k = 0; r < n_rows; r += 32, k = 1 - k) {
+      if (r + 32 < n_rows) packer.Start(base + (r + 32) * rb, std::min<size_t>(32, n_rows - r - 32), sets[1 - k]);
+      tiles(sets[k], r, &packer);
+      packer.Finish();
+    }
+  } else {
+    auto* rowbuf = take(16 * cols);
+    auto* sd = reinterpret_cast<float*>(take(16 * ld * sizeof(float)));
+    auto* sm = reinterpret_cast<float*>(take(16 * ld * sizeof(float)));
+    NoSteps none;
+    for (size_t r = 0; r < n_rows; r += 32) {
+      const size_t n = std::min<size_t>(32, n_rows - r);
+      for (size_t g = 0; g < 2; ++g) {
+        const size_t n_g = n > 16 * g ? std::min<size_t>(16, n - 16 * g) : 0;
+        PackRows<Dec>(base + (r + 16 * g) * rb, rb, n_g, cols, rowbuf, sd, sm, ld, sets[0].w[g], sets[0].dw[g],
+                      sets[0].mw[g]);
+      }
+      tiles(sets[0], r, &none);
+    }
   }
 }
 
