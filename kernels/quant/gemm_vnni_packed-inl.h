@@ -265,9 +265,10 @@ struct PackSet {
 // 848-857 against 754-793 GFLOP/s (Q4_0), 790-809 against 721-787 (Q5_0);
 // 16 sequences of 143M Q4_K_M (its 576-column tensors Q5_0) 1700-1746
 // against 1531-1599 tok/s. Rows in the file's layout (PackRows) are not
-// packed in steps: their transposes take the shuffle port that vpdpbusd
-// shares, and K-quant batches of 16 ran 5-10% slower so (bench_linear
-// '^matmul/(q4_k|q6_k)/(2048x768|5632x2048)/16/2').
+// packed in steps: so, K-quant batches of 16 ran slower (bench_linear
+// '^matmul/(q4_k|q6_k)/(2048x768|5632x2048)/16/2', four rounds: Q6_K 5-11%,
+// Q4_K 0-3%), likely as their 16x16 transposes take the shuffle port that
+// vpdpbusd shares; with only their unpacking in steps, mixed (-8% to +6%).
 template <class Dec>
 struct GroupPacker {
   static constexpr bool kColumns = kGroupDecoder<Dec>;
