@@ -266,29 +266,28 @@ struct PackSet {
 // 16 sequences of 143M Q4_K_M (its 576-column tensors Q5_0) 1700-1746
 // against 1531-1599 tok/s. Rows in the file's layout (PackRows) are not
 // packed in steps: so, K-quant batches of 16 ran slower (bench_linear
-// '^matmul/(q4_k|q6_k)/(2048x768|5632x2048)/16/2', four rounds: Q6_K 5-11%,
-// Q4_K 0-3%), likely as their 16x16 transposes take the shuffle port that
-// vpdpbusd shares; with only their unpacking in steps, mixed (-8% to +6%).
+// '^matmul/(q4_k|q6_k)/(2048x768|5632x2048)/16/2', four rounds: Q6_K 4-15%,
+// Q4_K 1-4%), likely as their 16x16 transposes take the shuffle port that
+// vpdpbusd shares; with only their unpacking in steps, mixed (-16% to +12%).
 template <class Dec>
 struct GroupPacker {
   static constexpr bool kColumns = kGroupDecoder<Dec>;
-  const size_t cols, group_bytes, steps;  // steps per group
+  // A group's bytes; a set's bytes of lines and of scales per group.
+  const size_t cols, group_bytes, line_bytes, scale_bytes, steps;  // steps per group
   std::conditional_t<kColumns, GroupDecoder<Dec>, char> dec;
   const uint8_t* groups = nullptr;
   size_t next = 0, total = 0;
   PackSet set{};
 
-  explicit GroupPacker(size_t cols_)
-      : cols(cols_),
-        group_bytes(kRowGroup * (cols_ / PackedType<Dec>::kValues) * sizeof(typename PackedType<Dec>::Block)),
+  GroupPacker(size_t cols_, size_t group_bytes_, size_t line_bytes_, size_t scale_bytes_)
+      : cols(cols_), group_bytes(group_bytes_), line_bytes(line_bytes_), scale_bytes(scale_bytes_),
         steps(kColumns ? cols_ / 32 : 1) {}
   QKV_GROUP_INLINE void Start(const uint8_t* block, size_t n, const PackSet& s) {
     groups = block, set = s, next = 0, total = n / 16 * steps;
     if (n < 32) {  // past the last group (n_rows % 32 == 16): zero rows
-      const size_t subs = cols / PackedType<Dec>::kS;
-      std::memset(set.w[1], 0, cols / 4 * 64);
-      std::memset(set.dw[1], 0, subs * 16 * sizeof(float));
-      std::memset(set.mw[1], 0, subs * 16 * sizeof(float));
+      std::memset(set.w[1], 0, line_bytes);
+      std::memset(set.dw[1], 0, scale_bytes);
+      std::memset(set.mw[1], 0, scale_bytes);
     }
   }
   QKV_GROUP_INLINE void Step() {
@@ -541,7 +540,7 @@ QKV_VNNI_TARGET void GemmPackedType(const uint8_t* base, size_t cols, const floa
         M, tab, per, subs, wc, dwc, mwc, y + r, ldy, std::min<size_t>(32, n_rows - r), steps);
   };
   if constexpr (kGroups) {
-    GroupPacker<Dec> packer(cols);
+    GroupPacker<Dec> packer(cols, kRowGroup * rb, lines, scales);
     packer.Start(base, std::min<size_t>(32, n_rows), sets[0]);
     packer.Finish();
     for (size_t r = 0, k = 0; r < n_rows; r += 32, k = 1 - k) {
