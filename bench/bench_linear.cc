@@ -384,15 +384,20 @@ int register_all() {
                                    BM_matmul, t, s.rows, s.cols, mode, false)
           ->Args({16, 2})->Args({512, 2})->UseRealTime();
     }
-    if (dtype_info(t).block_values == 32) {
-      // The inputs-in-lanes kernel's batches on the packed kernel, to compare.
-      benchmark::RegisterBenchmark(("matmul_nolanes/" + std::string(dtype_name(t)) + "/" + shape).c_str(), BM_matmul,
-                                   t, s.rows, s.cols, 8, false)
-          ->Args({16, 2})->Args({512, 2})->UseRealTime();
+    // The inputs-in-lanes kernel's batches on the packed kernel, to compare.
+    benchmark::RegisterBenchmark(("matmul_nolanes/" + std::string(dtype_name(t)) + "/" + shape).c_str(), BM_matmul, t,
+                                 s.rows, s.cols, 8, false)
+        ->Args({16, 2})->Args({512, 2})->UseRealTime();
+    // Batched decodes of 8, 12 and 16 sequences on the 143M model's FFN down
+    // (576 rows of 1536: its K-quant tensors in Q4_K_M), where the lanes
+    // kernel starts to pay (kQuantGemmLanesMinInputs, ...MinInputsK).
+    for (int mode : {0, 8}) {
+      benchmark::RegisterBenchmark(((mode == 0 ? "matmul/" : "matmul_nolanes/") + std::string(dtype_name(t)) + "/576x1536").c_str(),
+                                   BM_matmul, t, 576, 1536, mode, false)
+          ->Args({8, 2})->Args({12, 2})->Args({16, 2})->UseRealTime();
     }
-    // The 143M model's FFN up (batched decode of 16 sequences), short rows.
+    // The same on short rows (2048x768).
     for (int mode : {0, 6, 5, 8}) {
-      if (mode == 8 && dtype_info(t).block_values != 32) continue;
       benchmark::RegisterBenchmark(((mode == 0   ? "matmul/"
                                      : mode == 6 ? "matmul_vnni_tile/"
                                      : mode == 8 ? "matmul_nolanes/"

@@ -160,7 +160,8 @@ TEST_CASE("matmul of every block type matches the fp64 reference at every batch 
       // kQuantGemmPackedMinInputs, then the tile kernel at every size), then
       // the other paths.
       // Modes: 0 the default kernels (inputs-in-lanes for 8-16 inputs of the
-      // 32-value types, packed otherwise), 3 the packed kernel at every batch.
+      // 32-value types and 12-16 of the K-quants, packed otherwise), 3 the
+      // packed kernel at every batch.
       for (int mode : {0, 3, 1, 2}) {
         detail::set_block_gemm(mode != 2);
         set_quant_gemm_packed(mode == 0 || mode == 3);
@@ -188,15 +189,20 @@ TEST_CASE("the inputs-in-lanes kernel equals the packed kernel bit for bit") {
   // 8-row tiles and 16-row blocks, short and long rows, 8 to 16 inputs. And a
   // batch of the packed kernel whose last panel (of the block GEMM's slices,
   // 234 inputs at 2080 columns) has 12 inputs, which stay packed.
+  // The K-quants the same from 12 inputs (11: the packed kernel both times),
+  // at one, six and nine super-blocks per row.
   std::mt19937 g(23);
-  for (DType t : {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::IQ4_NL, DType::Q8_0}) {
+  for (DType t : {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::IQ4_NL, DType::Q8_0, DType::Q2_K,
+                  DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::IQ4_XS}) {
     if (!quant_gemm_lanes(t, 16)) continue;  // no AVX-512 VNNI here
     CAPTURE(dtype_name(t));
-    for (int64_t cols : {32, 608, 2080}) {
+    const bool k = dtype_block_values(t) == 256;
+    const std::vector<int64_t> widths = k ? std::vector<int64_t>{256, 1536, 2304} : std::vector<int64_t>{32, 608, 2080};
+    for (int64_t cols : widths) {
       for (int64_t rows : {5, 43}) {
         const TestMatrix w = random_matrix(t, rows, cols, g);
-        for (int64_t M : {8, 11, 16, 246}) {
-          if (M == 246 && cols != 2080) continue;
+        for (int64_t M : {8, 11, 12, 16, 246}) {
+          if (M == 246 && cols != widths.back()) continue;
           for (int threads : {1, 2}) {
             CAPTURE(cols);
             CAPTURE(rows);
@@ -340,6 +346,7 @@ TEST_CASE("the packed kernel's tables refuse types and row lengths they cannot t
     CHECK(quant_gemm_table_floats(DType::Q4_0, 512, 9) == 16 * (3 * 512 / 32 + 512 / 4));
     CHECK(quant_gemm_table_floats(DType::Q4_0, 512, 5) == 5 * (3 * 512 / 32 + 512 / 4));
     CHECK(quant_gemm_table_floats(DType::Q4_K, 512, 9) == 9 * (3 * 512 / 32 + 512 / 4));
+    CHECK(quant_gemm_table_floats(DType::Q4_K, 512, 12) == 16 * (3 * 512 / 32 + 512 / 4));
     CHECK_NOTHROW(quant_gemm_tables(DType::Q4_K, xa.data(), 512, 1, tables.data()));
     // A call that does not match the batch the tables were made for: a clear error.
     if (quant_gemm_lanes(DType::Q4_0, 16)) {

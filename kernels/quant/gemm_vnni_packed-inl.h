@@ -352,6 +352,36 @@ HWY_INLINE size_t PackedFloatsPerInput(size_t cols) {
   return 3 * (cols / PackedType<Dec>::kS) + cols / 4;
 }
 
+// Sub-block j's terms of one input's quantized row: da (the activation
+// scale), ms (its min factor for the types with a min, else 0) and corr
+// (-offset * the sub-block's activation sum), as both kernels' tables hold them.
+template <class Dec>
+QKV_VNNI_INLINE void SubBlockTerms(const uint8_t* row, size_t j, float* da, float* ms, int32_t* corr) {
+  using T = PackedType<Dec>;
+  using A = typename T::Act;
+  int32_t asum = 0;
+  if constexpr (T::kK) {
+    const uint8_t* blk = row + (j / T::kSubs) * sizeof(A);
+    float dk;
+    std::memcpy(&dk, blk + offsetof(A, d), sizeof(float));
+    int16_t bs[2] = {0, 0};
+    const size_t n16 = T::kS / 16;
+    std::memcpy(bs, blk + offsetof(A, bsums) + (j % T::kSubs) * n16 * 2, n16 * 2);
+    asum = bs[0] + (n16 == 2 ? bs[1] : 0);
+    *da = dk;
+    *ms = T::kMin ? dk * static_cast<float>(asum) : 0.0f;
+  } else {
+    *da = HalfAt(row + j * sizeof(A) + offsetof(A, d));
+    if constexpr (T::kMin) {
+      *ms = HalfAt(row + j * sizeof(A) + offsetof(A, s));
+    } else {
+      *ms = 0.0f;
+    }
+    if constexpr (Dec::kOffset != 0) asum = ByteSum32(row + j * sizeof(A) + offsetof(A, qs));
+  }
+  *corr = -Dec::kOffset * asum;
+}
+
 template <class Dec>
 QKV_VNNI_TARGET void PackedActTables(const uint8_t* xa, size_t cols, size_t M, float* HWY_RESTRICT tables) {
   using T = PackedType<Dec>;
@@ -365,27 +395,8 @@ QKV_VNNI_TARGET void PackedActTables(const uint8_t* xa, size_t cols, size_t M, f
       const uint8_t* row = xa + (m0 + c) * ab;
       for (size_t j = 0; j < subs; ++j) {
         float* t = tile + j * 3 * w;
-        int32_t asum = 0;
-        if constexpr (T::kK) {
-          const uint8_t* blk = row + (j / T::kSubs) * sizeof(A);
-          float dk;
-          std::memcpy(&dk, blk + offsetof(A, d), sizeof(float));
-          int16_t bs[2] = {0, 0};
-          const size_t n16 = T::kS / 16;
-          std::memcpy(bs, blk + offsetof(A, bsums) + (j % T::kSubs) * n16 * 2, n16 * 2);
-          asum = bs[0] + (n16 == 2 ? bs[1] : 0);
-          t[c] = dk;
-          t[w + c] = T::kMin ? dk * static_cast<float>(asum) : 0.0f;
-        } else {
-          t[c] = HalfAt(row + j * sizeof(A) + offsetof(A, d));
-          if constexpr (T::kMin) {
-            t[w + c] = HalfAt(row + j * sizeof(A) + offsetof(A, s));
-          } else {
-            t[w + c] = 0.0f;
-          }
-          if constexpr (Dec::kOffset != 0) asum = ByteSum32(row + j * sizeof(A) + offsetof(A, qs));
-        }
-        const int32_t corr = -Dec::kOffset * asum;
+        int32_t corr;
+        SubBlockTerms<Dec>(row, j, &t[c], &t[w + c], &corr);
         std::memcpy(t + 2 * w + c, &corr, sizeof(corr));
         // The sub-block's bytes, 4 columns at a time, beside the other inputs'.
         const uint8_t* src = row + PackedActOffset<Dec>(j);

@@ -54,8 +54,8 @@ void quant_dot_rows_scalar(DType t, const void* rows, size_t cols, const void* x
 // step against 11.3 ms for two single steps, so batches of 2 of the ggml
 // block types go input by input through quant_dot_rows), never after
 // set_quant_gemm_packed(false) (tests and benchmarks).
-// Batches of the 32-value types of kQuantGemmLanesMinInputs to
-// kQuantGemmLanesMaxInputs inputs
+// Batches of kQuantGemmLanesMinInputs (the 32-value types) or
+// kQuantGemmLanesMinInputsK (the K-quants) to kQuantGemmLanesMaxInputs inputs
 // take the inputs-in-lanes kernel instead where quant_gemm_lanes(t, M)
 // (kernels/quant/gemm_vnni_lanes-inl.h: no transposition of the weights; the
 // same f32 operations per output as the packed kernel, so the same results):
@@ -76,6 +76,7 @@ void quant_gemm_tables(DType t, const void* xa, size_t cols, size_t M, float* ta
 constexpr size_t kQuantGemmPackedMinInputs = 3;
 constexpr size_t kQuantGemmTileInputs = 6;
 constexpr size_t kQuantGemmLanesMinInputs = 8;
+constexpr size_t kQuantGemmLanesMinInputsK = 12;
 constexpr size_t kQuantGemmLanesMaxInputs = 16;
 bool quant_gemm_packed(size_t M);
 void set_quant_gemm_packed(bool allowed);
