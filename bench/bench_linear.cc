@@ -322,6 +322,22 @@ void matvec_args(benchmark::internal::Benchmark* b, DType t) {
   }
 }
 
+// One matvec input quantized as the weights of type t take it (Q8_0, Q8_1,
+// Q8_K blocks), from L1: values/s.
+void BM_quantize_activation(benchmark::State& state, DType t, int64_t cols) {
+  std::mt19937 g(5);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> x(static_cast<size_t>(cols));
+  for (float& v : x) v = normal(g);
+  std::vector<uint8_t> out(act_bytes(t, static_cast<size_t>(cols)));
+  for (auto _ : state) {
+    quantize_activation(t, x.data(), static_cast<size_t>(cols), out.data());
+    benchmark::DoNotOptimize(out.data());
+    benchmark::ClobberMemory();
+  }
+  state.counters["values/s"] = benchmark::Counter(double(cols) * double(state.iterations()), benchmark::Counter::kIsRate);
+}
+
 // Prefetch distances to tune kDefaultMatvecPrefetchBytes with.
 void prefetch_sweep_args(benchmark::internal::Benchmark* b) {
   for (int64_t threads : {1, 2}) {
@@ -330,6 +346,10 @@ void prefetch_sweep_args(benchmark::internal::Benchmark* b) {
 }
 
 int register_all() {
+  for (DType t : {DType::Q4_0, DType::Q4_1, DType::Q4_K}) {
+    benchmark::RegisterBenchmark(("quantize_activation/" + std::string(dtype_name(t)) + "/2048").c_str(),
+                                 BM_quantize_activation, t, 2048);
+  }
   // ggml block types (kernels/quant/vec_dot): decode matvec rows, bytes/s of
   // their weights, on the 1.1B model's FFN shapes (gate/up, down) and its output.
   for (DType t : {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q2_K, DType::Q3_K, DType::Q4_K,

@@ -219,6 +219,20 @@ TEST_CASE("activation quantizers: every SIMD target gives the scalar reference's
       CAPTURE(b);
       CHECK(std::memcmp(&ak[b], &rk[b], sizeof(BlockQ8_K)) == 0);
     }
+    // 21 blocks from x[1008]: groups of a vector's lanes in blocks and a
+    // tail of single blocks (with the halves, the NaN-free and zero blocks).
+    const size_t tail = 32 * 21;
+    std::vector<BlockQ8_0> t0(21), s0(21);
+    std::vector<BlockQ8_1> t1(21), s1(21);
+    quantize_row_q8_0_scalar(x.data() + 1008, tail, s0.data());
+    quantize_row_q8_1_scalar(x.data() + 1008, tail, s1.data());
+    quantize_row_q8_0(x.data() + 1008, tail, t0.data());
+    quantize_row_q8_1(x.data() + 1008, tail, t1.data());
+    for (size_t b = 0; b < 21; ++b) {
+      CAPTURE(b);
+      CHECK(std::memcmp(&t0[b], &s0[b], sizeof(BlockQ8_0)) == 0);
+      CHECK(std::memcmp(&t1[b], &s1[b], sizeof(BlockQ8_1)) == 0);
+    }
   });
 }
 
