@@ -16,7 +16,7 @@ cases=(
   "143M-q4_0|--synthetic 143M --type q4_0 --prompt-lengths 512 --depths 0 --batches 1,16|prefill:512:0:1=835-898,decode:32:0:1=255-324,batch:32:128:16=-"
   "143M-q4_k_m|--synthetic 143M --type q4_k_m --prompt-lengths 512 --depths 0 --batches 1,16|prefill:512:0:1=489-531,decode:32:0:1=105-142,batch:32:128:16=-"
   "1.1B-q8_0|--synthetic 1.1B --type q8_0 --prompt-lengths 256 --depths 0 --batches none --reps 3|prefill:256:0:1=220,decode:32:0:1=24.5"
-  "1.1B-q4_k_m|--synthetic 1.1B --type q4_k_m --prompt-lengths 256 --depths 0 --batches none --reps 3|prefill:256:0:1=179,decode:32:0:1=27.2"
+  "1.1B-q4_k_m|--synthetic 1.1B --type q4_k_m --prompt-lengths 256 --depths 0 --batches 1,16 --reps 3|prefill:256:0:1=179,decode:32:0:1=27.2,batch:32:128:16=-"
 )
 for c in "${cases[@]}"; do
   IFS='|' read -r name flags _ <<<"$c"
