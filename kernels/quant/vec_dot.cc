@@ -551,7 +551,7 @@ void set_quant_gemm_packed(bool allowed) { g_packed_allowed = allowed; }
 // The inputs-in-lanes kernel from 8 inputs of the 32-value types and 12 of
 // the K-quants (it computes 16 lanes whatever the batch; below these the
 // packed kernel measured faster): 16 inputs, 20-40% more GFLOP/s than the
-// packed kernel on the 32-value types, 17-32% on the K-quants (bench_linear
+// packed kernel on the 32-value types, 11-37% on the K-quants (bench_linear
 // '^matmul(_nolanes)?/TYPE/(5632x2048|576x1536)/(8|12|16)/2', docs/design.md).
 bool quant_gemm_lanes(DType t, size_t M) {
   if (!g_lanes_allowed || !quant_gemm_packed(M) || !dtype_is_quantized(t) || M > kQuantGemmLanesMaxInputs) return false;
