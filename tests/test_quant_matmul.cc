@@ -360,6 +360,14 @@ TEST_CASE("the packed kernel's tables refuse types and row lengths they cannot t
       CHECK_THROWS_WITH(quant_gemm(DType::Q4_0, rows.data(), 512, xa16.data(), 16, y.data(), 1, 1, lanes.data(), 8),
                         doctest::Contains("16 inputs from tables made for 8"));
       CHECK_NOTHROW(quant_gemm(DType::Q4_0, rows.data(), 512, xa16.data(), 16, y.data(), 1, 1, lanes.data(), 16));
+      // The K-quants' lanes layout (from 12 inputs) the same.
+      std::vector<uint8_t> xk(16 * act_bytes(DType::Q4_K, 512));
+      std::vector<float> lanes_k(quant_gemm_table_floats(DType::Q4_K, 512, 16));
+      quant_gemm_tables(DType::Q4_K, xk.data(), 512, 16, lanes_k.data());
+      std::vector<uint8_t> row_k(dtype_row_bytes(DType::Q4_K, 512));
+      CHECK_THROWS_WITH(quant_gemm(DType::Q4_K, row_k.data(), 512, xk.data(), 12, y.data(), 1, 1, lanes_k.data(), 16),
+                        doctest::Contains("12 of a batch of 16 inputs in the inputs-in-lanes layout"));
+      CHECK_NOTHROW(quant_gemm(DType::Q4_K, row_k.data(), 512, xk.data(), 16, y.data(), 1, 1, lanes_k.data(), 16));
     }
   } else {
     // No packed kernel on this CPU: a clear error, not garbage.
