@@ -16,6 +16,11 @@
 //            Counter flops_per_second: 4·d FLOPs per unmasked query-key pair;
 //            pct_fma_peak: of the FP32 FMA peak of as many threads, measured once
 //            per thread count in this run (qkv::probe_fma_peak).
+//   DecodeBatch: a decode step's call for B sequences (runtime/kv_cache.cc
+//            attend_decode): one query each, Hq query heads on Hkv KV heads,
+//            Lk keys of d = 64, f16 K/V, 2 threads; from cache, or cycling
+//            through 30 layers' K/V (from DRAM, as in a model's step). Counters
+//            as above (kv_bytes_per_second, flops_per_second, pct_fma_peak).
 // impl 3 is the streaming kernel with a score soft-cap of 50 (gemma2's): its
 // cost against impl 0 in the same run.
 // The baselines get their K/V already converted to f32 (untimed), which favours
@@ -339,6 +344,56 @@ void prefill_args(benchmark::internal::Benchmark* b) {
   b->Unit(benchmark::kMillisecond)->UseRealTime();
 }
 
+// Batched decode as the decoder calls it (runtime/kv_cache.cc attend_decode):
+// B sequences of one query each, Hq query heads on Hkv KV heads (GQA
+// Hq / Hkv), Lk keys of d = 64; `copies` sets of K/V cycled through (one per
+// layer: K/V from DRAM, as in a step of the model; 1: warm in cache).
+// Args: B, Hq, Hkv, Lk, copies.
+void BM_DecodeBatch(benchmark::State& state) {
+  const int64_t B = state.range(0), hq = state.range(1), hkv = state.range(2), lk = state.range(3);
+  const int64_t copies = state.range(4), d = 64;
+  std::mt19937 rng(42);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  std::vector<float> q(size_t(B * hq * d)), out(q.size());
+  for (auto& x : q) x = u(rng);
+  const size_t per = size_t(B * hkv * lk * d);
+  std::vector<uint16_t> kh(per * size_t(copies)), vh(kh.size());
+  for (size_t i = 0; i < kh.size(); ++i) {
+    kh[i] = f32_to_f16(u(rng));
+    vh[i] = f32_to_f16(u(rng));
+  }
+  const AttentionShape s{B, hq, hkv, 1, lk, d};
+  QueryView qv{q.data(), hq * d, d, d};
+  OutputView ov{out.data(), hq * d, d, d};
+  AttentionMask m;
+  AttentionOptions o;
+  o.threads = 2;
+  int64_t c = 0;
+  const auto t0 = std::chrono::steady_clock::now();
+  for (auto _ : state) {
+    KVView kv{kh.data() + size_t(c) * per, DType::F16, hkv * lk * d * 2, lk * d * 2, d * 2};
+    KVView vv{vh.data() + size_t(c) * per, DType::F16, hkv * lk * d * 2, lk * d * 2, d * 2};
+    attention(s, qv, kv, vv, m, ov, o);
+    benchmark::DoNotOptimize(out.data());
+    c = (c + 1) % copies;
+  }
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const double n = double(state.iterations());
+  state.counters["kv_bytes_per_second"] = benchmark::Counter(4.0 * double(per) * n, benchmark::Counter::kIsRate);
+  const double flops = 4.0 * double(d) * double(B * hq * lk) * n;
+  state.counters["flops_per_second"] = benchmark::Counter(flops, benchmark::Counter::kIsRate);
+  state.counters["pct_fma_peak"] = flops / seconds / fma_peak_flops(2) * 100.0;
+}
+BENCHMARK(BM_DecodeBatch)
+    ->ArgNames({"B", "hq", "hkv", "lk", "copies"})
+    ->Args({16, 9, 3, 128, 1})
+    ->Args({4, 9, 3, 128, 1})
+    ->Args({2, 9, 3, 128, 1})
+    ->Args({16, 9, 3, 128, 30})
+    ->Args({16, 8, 4, 128, 1})
+    ->Args({16, 8, 4, 128, 30})
+    ->Unit(benchmark::kMicrosecond)
+    ->UseRealTime();
 BENCHMARK(BM_Decode)->Apply(decode_args);
 BENCHMARK(BM_PrefillCausal)->Apply(prefill_args);
 

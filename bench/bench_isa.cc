@@ -3,7 +3,10 @@
 // vdpbf16ps (bf16 pairs, 32) and vfmadd231ps (f32, 16), and the packed int8
 // GEMM's k-step (kernels/quant/gemm_vnni_packed-inl.h: two line loads and six
 // activation broadcasts feeding 12 vpdpbusd) with the broadcast done by
-// vpbroadcastd or by vbroadcastss from memory. Counters: instructions per
+// vpbroadcastd or by vbroadcastss from memory, or folded into vpdpbusd as an
+// embedded broadcast ({1to16}); and the inputs-in-lanes step (16 input
+// chains, one vbroadcastss per vpdpbusd against lines held in registers).
+// Counters: instructions per
 // second (G/s) and multiply-adds as operations per second (OP/s, 2 each).
 // Rows whose instructions the CPU lacks are skipped with a message.
 //   build/bench/bench_isa --benchmark_repetitions=3
@@ -43,8 +46,8 @@ constexpr int64_t kLoops = 1 << 20;
 // the registers held, this loop ran at 0.23 G/s).
 #define QKV_INIT_REGS                                                                                              __asm__ volatile(                                                                                                    "vpxord %%zmm0, %%zmm0, %%zmm0\n\t vmovdqa64 %%zmm0, %%zmm1\n\t vmovdqa64 %%zmm0, %%zmm2\n\t"                     "vmovdqa64 %%zmm0, %%zmm3\n\t vmovdqa64 %%zmm0, %%zmm4\n\t vmovdqa64 %%zmm0, %%zmm5\n\t"                          "vmovdqa64 %%zmm0, %%zmm6\n\t vmovdqa64 %%zmm0, %%zmm7\n\t vmovdqa64 %%zmm0, %%zmm8\n\t"                          "vmovdqa64 %%zmm0, %%zmm9\n\t vmovdqa64 %%zmm0, %%zmm10\n\t vmovdqa64 %%zmm0, %%zmm11\n\t"                        "vpbroadcastd %0, %%zmm12\n\t vmovdqa64 %%zmm12, %%zmm13\n\t" ::"r"(0x3F803F80)                               : QKV_CLOBBER_0_11, "xmm12", "xmm13")
 
-void report(benchmark::State& state, double macs_per_instruction) {
-  const double n = 12.0 * kLoops * static_cast<double>(state.iterations());
+void report(benchmark::State& state, double macs_per_instruction, double per_loop = 12) {
+  const double n = per_loop * kLoops * static_cast<double>(state.iterations());
   state.counters["G/s"] = benchmark::Counter(n / 1e9, benchmark::Counter::kIsRate);
   state.counters["OP/s"] = benchmark::Counter(2 * macs_per_instruction * n, benchmark::Counter::kIsRate,
                                               benchmark::Counter::kIs1000);
@@ -105,11 +108,52 @@ __attribute__((target("avx512f,avx512vnni"))) void BM_kstep(benchmark::State& st
   report(state, 64);
 }
 
+// The k-step with the activation broadcast folded into each vpdpbusd.
+#define QKV_EMB(off, a, b) \
+  "vpdpbusd " off "(%0)%{1to16%}, %%zmm12, %%zmm" a "\n\t vpdpbusd " off "(%0)%{1to16%}, %%zmm13, %%zmm" b "\n\t"
+#define QKV_KSTEP_EMB                                                                                         \
+  "vmovdqa32 0(%0), %%zmm12\n\t vmovdqa32 64(%0), %%zmm13\n\t" QKV_EMB("130", "0", "1") QKV_EMB("164", "2", "3") \
+      QKV_EMB("198", "4", "5") QKV_EMB("232", "6", "7") QKV_EMB("266", "8", "9") QKV_EMB("300", "10", "11")
+
+__attribute__((target("avx512f,avx512vnni"))) void BM_kstep_embedded(benchmark::State& state) {
+  if (!has_vnni()) return state.SkipWithError("no AVX512_VNNI on this CPU");
+  const unsigned char* p = g_buf;
+  for (auto _ : state) {
+    QKV_INIT_REGS;
+    for (int64_t i = 0; i < kLoops; ++i) __asm__ volatile(QKV_KSTEP_EMB ::"r"(p) : QKV_CLOBBER_KSTEP);
+  }
+  report(state, 64);
+}
+
+// Inputs in lanes: 16 input chains (accumulators zmm0-11 and zmm20-23), two
+// lines held in zmm24 and zmm25, one vbroadcastss per vpdpbusd (32 a loop).
+#define QKV_LANE(off, reg, line, acc) \
+  "vbroadcastss " off "(%0), %%zmm" reg "\n\t vpdpbusd %%zmm" reg ", %%zmm" line ", %%zmm" acc "\n\t"
+#define QKV_KSTEP_LANES QKV_LANE("0", "14", "24", "0") QKV_LANE("4", "15", "24", "1") QKV_LANE("8", "16", "24", "2") QKV_LANE("12", "17", "24", "3") QKV_LANE("16", "18", "24", "4") QKV_LANE("20", "19", "24", "5") QKV_LANE("24", "14", "24", "6") QKV_LANE("28", "15", "24", "7") QKV_LANE("32", "16", "24", "8") QKV_LANE("36", "17", "24", "9") QKV_LANE("40", "18", "24", "10") QKV_LANE("44", "19", "24", "11") QKV_LANE("48", "14", "24", "20") QKV_LANE("52", "15", "24", "21") QKV_LANE("56", "16", "24", "22") QKV_LANE("60", "17", "24", "23") QKV_LANE("64", "14", "25", "0") QKV_LANE("68", "15", "25", "1") QKV_LANE("72", "16", "25", "2") QKV_LANE("76", "17", "25", "3") QKV_LANE("80", "18", "25", "4") QKV_LANE("84", "19", "25", "5") QKV_LANE("88", "14", "25", "6") QKV_LANE("92", "15", "25", "7") QKV_LANE("96", "16", "25", "8") QKV_LANE("100", "17", "25", "9") QKV_LANE("104", "18", "25", "10") QKV_LANE("108", "19", "25", "11") QKV_LANE("112", "14", "25", "20") QKV_LANE("116", "15", "25", "21") QKV_LANE("120", "16", "25", "22") QKV_LANE("124", "17", "25", "23")
+
+__attribute__((target("avx512f,avx512vnni"))) void BM_kstep_lanes(benchmark::State& state) {
+  if (!has_vnni()) return state.SkipWithError("no AVX512_VNNI on this CPU");
+  const unsigned char* p = g_buf;
+  for (auto _ : state) {
+    QKV_INIT_REGS;
+    __asm__ volatile(
+        "vmovdqa64 %%zmm0, %%zmm20\n\t vmovdqa64 %%zmm0, %%zmm21\n\t vmovdqa64 %%zmm0, %%zmm22\n\t"
+        "vmovdqa64 %%zmm0, %%zmm23\n\t vmovdqa64 %%zmm12, %%zmm24\n\t vmovdqa64 %%zmm12, %%zmm25" ::
+            : "xmm20", "xmm21", "xmm22", "xmm23", "xmm24", "xmm25");
+    for (int64_t i = 0; i < kLoops; ++i) {
+      __asm__ volatile(QKV_KSTEP_LANES ::"r"(p) : QKV_CLOBBER_KSTEP, "xmm20", "xmm21", "xmm22", "xmm23", "xmm24", "xmm25");
+    }
+  }
+  report(state, 64, 32);
+}
+
 BENCHMARK(BM_vpdpbusd);
 BENCHMARK(BM_vdpbf16ps);
 BENCHMARK(BM_vfmadd231ps);
 BENCHMARK_CAPTURE(BM_kstep, vpbroadcastd, false);
 BENCHMARK_CAPTURE(BM_kstep, vbroadcastss, true);
+BENCHMARK(BM_kstep_embedded);
+BENCHMARK(BM_kstep_lanes);
 
 }  // namespace
 

@@ -258,22 +258,27 @@ void BM_matmul(benchmark::State& state, DType t, int64_t rows, int64_t cols, int
 // the runtime calls it (block_gemm: the inputs quantized and laid out once,
 // a thread's consecutive 32-row blocks in one call, each packed during the
 // previous block's tiles); against matmul_nolanes (the packed kernel on the
-// rows) and matmul (there the inputs-in-lanes kernel).
-void BM_matmul_row_groups(benchmark::State& state, DType t, int64_t rows, int64_t cols) {
+// rows) and matmul (there the inputs-in-lanes kernel). `stream`: calls cycle
+// through >= kStreamBytes of copies (the weights from DRAM).
+void BM_matmul_row_groups(benchmark::State& state, DType t, int64_t rows, int64_t cols, bool stream) {
   const int64_t M = state.range(0);
   omp_set_num_threads(int(state.range(1)));
-  const Weights w = make_weights(t, rows, cols, 0);
-  HugeBuffer groups(w.bytes());
-  pack_row_groups(t, w.copies[0].data(), size_t(rows), size_t(cols), groups.data());
+  const Weights w = make_weights(t, rows, cols, stream ? kStreamBytes : 0);
+  std::vector<HugeBuffer> groups;
+  for (size_t i = 0; i < w.copies.size(); ++i) {
+    groups.emplace_back(w.bytes());
+    pack_row_groups(t, w.copies[i].data(), size_t(rows), size_t(cols), groups.back().data());
+  }
   Matrix m;
-  m.data = groups.data();
   m.type = t;
   m.rows = rows;
   m.cols = cols;
   m.row_groups = true;
   const auto X = random_vec(size_t(M * cols));
   std::vector<float> Y(size_t(M * rows));
+  size_t i = 0;
   for (auto _ : state) {
+    m.data = groups[i++ % groups.size()].data();
     matmul(m, X.data(), M, Y.data());
     benchmark::DoNotOptimize(Y.data());
     benchmark::ClobberMemory();
@@ -428,11 +433,22 @@ int register_all() {
     }
     if (row_groups_layout(t)) {
       benchmark::RegisterBenchmark(("matmul_row_groups/" + std::string(dtype_name(t)) + "/" + shape).c_str(),
-                                   BM_matmul_row_groups, t, s.rows, s.cols)
+                                   BM_matmul_row_groups, t, s.rows, s.cols, false)
           ->Args({16, 2})->UseRealTime();
       benchmark::RegisterBenchmark(("matmul_row_groups/" + std::string(dtype_name(t)) + "/2048x768").c_str(),
-                                   BM_matmul_row_groups, t, 2048, 768)
+                                   BM_matmul_row_groups, t, 2048, 768, false)
           ->Args({16, 1})->Args({16, 2})->UseRealTime();
+      // 143M's attention and FFN gate / up shapes (Q5_0 and Q8_0 in Q4_K_M:
+      // 576 columns), from cache and from DRAM as in a model's step.
+      for (const auto& [rows, cols] : {std::pair<int64_t, int64_t>{576, 576}, {1536, 576}}) {
+        if (dtype_block_values(t) != 32) break;
+        for (bool stream : {false, true}) {
+          benchmark::RegisterBenchmark((std::string(stream ? "matmul_row_groups_stream/" : "matmul_row_groups/") + dtype_name(t) + "/" +
+                                        std::to_string(rows) + "x" + std::to_string(cols)).c_str(),
+                                       BM_matmul_row_groups, t, rows, cols, stream)
+              ->Args({16, 2})->UseRealTime();
+        }
+      }
     }
     if (t == DType::Q4_0 || t == DType::Q4_K) {
       auto* b = benchmark::RegisterBenchmark(("matmul_small_stream/" + std::string(dtype_name(t)) + "/" + shape).c_str(),

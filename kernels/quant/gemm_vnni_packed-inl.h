@@ -313,7 +313,8 @@ struct NoSteps {
 // 4 bytes at p in every 32-bit lane by vbroadcastss from memory, a load-port
 // operation: the vpbroadcastd that the compiler makes of _mm512_set1_epi32
 // also took a shuffle port here, which vpdpbusd shares (bench/bench_isa.cc,
-// this kernel's k-step in a loop: 4.26 against 5.02 G vpdpbusd/s per core).
+// this kernel's k-step in a loop: 4.26 against 5.02 G vpdpbusd/s per core
+// on the Xeon guest; on the Zen 5 guest both run at the port's peak, ~7.0).
 QKV_VNNI_INLINE __m512i BroadcastU32(const uint8_t* p) {
   using U32 = uint32_t __attribute__((may_alias, aligned(1)));
   __m512i v;
