@@ -6,8 +6,8 @@
 // vpbroadcastd or by vbroadcastss from memory, or folded into vpdpbusd as an
 // embedded broadcast ({1to16}); and the inputs-in-lanes step (16 input
 // chains, one vbroadcastss per vpdpbusd against lines held in registers).
-// Counters: instructions per
-// second (G/s) and multiply-adds as operations per second (OP/s, 2 each).
+// Counters: instructions per second (G/s) and multiply-adds as operations
+// per second (OP/s, 2 each).
 // Rows whose instructions the CPU lacks are skipped with a message.
 //   build/bench/bench_isa --benchmark_repetitions=3
 #include <benchmark/benchmark.h>
@@ -129,7 +129,15 @@ __attribute__((target("avx512f,avx512vnni"))) void BM_kstep_embedded(benchmark::
 // lines held in zmm24 and zmm25, one vbroadcastss per vpdpbusd (32 a loop).
 #define QKV_LANE(off, reg, line, acc) \
   "vbroadcastss " off "(%0), %%zmm" reg "\n\t vpdpbusd %%zmm" reg ", %%zmm" line ", %%zmm" acc "\n\t"
-#define QKV_KSTEP_LANES QKV_LANE("0", "14", "24", "0") QKV_LANE("4", "15", "24", "1") QKV_LANE("8", "16", "24", "2") QKV_LANE("12", "17", "24", "3") QKV_LANE("16", "18", "24", "4") QKV_LANE("20", "19", "24", "5") QKV_LANE("24", "14", "24", "6") QKV_LANE("28", "15", "24", "7") QKV_LANE("32", "16", "24", "8") QKV_LANE("36", "17", "24", "9") QKV_LANE("40", "18", "24", "10") QKV_LANE("44", "19", "24", "11") QKV_LANE("48", "14", "24", "20") QKV_LANE("52", "15", "24", "21") QKV_LANE("56", "16", "24", "22") QKV_LANE("60", "17", "24", "23") QKV_LANE("64", "14", "25", "0") QKV_LANE("68", "15", "25", "1") QKV_LANE("72", "16", "25", "2") QKV_LANE("76", "17", "25", "3") QKV_LANE("80", "18", "25", "4") QKV_LANE("84", "19", "25", "5") QKV_LANE("88", "14", "25", "6") QKV_LANE("92", "15", "25", "7") QKV_LANE("96", "16", "25", "8") QKV_LANE("100", "17", "25", "9") QKV_LANE("104", "18", "25", "10") QKV_LANE("108", "19", "25", "11") QKV_LANE("112", "14", "25", "20") QKV_LANE("116", "15", "25", "21") QKV_LANE("120", "16", "25", "22") QKV_LANE("124", "17", "25", "23")
+#define QKV_KSTEP_LANES \
+  QKV_LANE("0", "14", "24", "0") QKV_LANE("4", "15", "24", "1") QKV_LANE("8", "16", "24", "2") QKV_LANE("12", "17", "24", "3") \
+  QKV_LANE("16", "18", "24", "4") QKV_LANE("20", "19", "24", "5") QKV_LANE("24", "14", "24", "6") QKV_LANE("28", "15", "24", "7") \
+  QKV_LANE("32", "16", "24", "8") QKV_LANE("36", "17", "24", "9") QKV_LANE("40", "18", "24", "10") QKV_LANE("44", "19", "24", "11") \
+  QKV_LANE("48", "14", "24", "20") QKV_LANE("52", "15", "24", "21") QKV_LANE("56", "16", "24", "22") QKV_LANE("60", "17", "24", "23") \
+  QKV_LANE("64", "14", "25", "0") QKV_LANE("68", "15", "25", "1") QKV_LANE("72", "16", "25", "2") QKV_LANE("76", "17", "25", "3") \
+  QKV_LANE("80", "18", "25", "4") QKV_LANE("84", "19", "25", "5") QKV_LANE("88", "14", "25", "6") QKV_LANE("92", "15", "25", "7") \
+  QKV_LANE("96", "16", "25", "8") QKV_LANE("100", "17", "25", "9") QKV_LANE("104", "18", "25", "10") QKV_LANE("108", "19", "25", "11") \
+  QKV_LANE("112", "14", "25", "20") QKV_LANE("116", "15", "25", "21") QKV_LANE("120", "16", "25", "22") QKV_LANE("124", "17", "25", "23")
 
 __attribute__((target("avx512f,avx512vnni"))) void BM_kstep_lanes(benchmark::State& state) {
   if (!has_vnni()) return state.SkipWithError("no AVX512_VNNI on this CPU");
