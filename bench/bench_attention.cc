@@ -77,14 +77,16 @@ struct Data {
   std::vector<float> q, out, kf, vf;
   std::vector<uint16_t> kh, vh;
 
-  Data(int64_t hq, int64_t hkv, int64_t lq, int64_t lk, int64_t d, bool causal_)
-      : s{1, hq, hkv, lq, lk, d}, causal(causal_) {
+  // B batch rows a call (the baselines take B = 1); kv_copies sets of their
+  // K/V, one of which a call reads (run_streaming's `copy`).
+  Data(int64_t hq, int64_t hkv, int64_t lq, int64_t lk, int64_t d, bool causal_, int64_t B = 1, int64_t kv_copies = 1)
+      : s{B, hq, hkv, lq, lk, d}, causal(causal_) {
     std::mt19937 rng(42);
     std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-    q.resize(static_cast<size_t>(hq * lq * d));
+    q.resize(static_cast<size_t>(B * hq * lq * d));
     out.assign(q.size(), 0.0f);
     for (auto& x : q) x = u(rng);
-    const size_t n = static_cast<size_t>(hkv * lk * d);
+    const size_t n = static_cast<size_t>(kv_copies * B * hkv * lk * d);
     kh.resize(n);
     vh.resize(n);
     for (size_t i = 0; i < n; ++i) {
@@ -107,20 +109,22 @@ struct Data {
   float scale() const { return 1.0f / std::sqrt(float(s.d)); }
   // Query-key pairs that are not masked, over all query heads.
   double pairs() const {
-    if (!causal) return double(s.Hq) * double(s.Lq) * double(s.Lk);
+    if (!causal) return double(s.B * s.Hq) * double(s.Lq) * double(s.Lk);
     const double off = double(s.Lk - s.Lq);  // query i sits at position off + i
     double sum = 0.0;
     for (int64_t i = 0; i < s.Lq; ++i) sum += std::min(double(s.Lk), off + double(i) + 1.0);
-    return double(s.Hq) * sum;
+    return double(s.B * s.Hq) * sum;
   }
-  double kv_bytes_f16() const { return 2.0 * double(s.Hkv * s.Lk * s.d) * 2.0; }
+  // The f16 K and V that a call reads.
+  double kv_bytes_f16() const { return 2.0 * double(s.B * s.Hkv * s.Lk * s.d) * 2.0; }
 
-  void run_streaming(int threads, float softcap = 0.0f) {
+  void run_streaming(int threads, float softcap = 0.0f, int64_t copy = 0) {
     const int64_t d = s.d;
+    const size_t at = static_cast<size_t>(copy * s.B * s.Hkv * s.Lk * d);
     QueryView qv{q.data(), s.Hq * s.Lq * d, s.Lq * d, d};
     OutputView ov{out.data(), s.Hq * s.Lq * d, s.Lq * d, d};
-    KVView kv{kh.data(), DType::F16, s.Hkv * s.Lk * d * 2, s.Lk * d * 2, d * 2};
-    KVView vv{vh.data(), DType::F16, s.Hkv * s.Lk * d * 2, s.Lk * d * 2, d * 2};
+    KVView kv{kh.data() + at, DType::F16, s.Hkv * s.Lk * d * 2, s.Lk * d * 2, d * 2};
+    KVView vv{vh.data() + at, DType::F16, s.Hkv * s.Lk * d * 2, s.Lk * d * 2, d * 2};
     AttentionMask m;
     m.causal = causal;
     m.q_pos0 = s.Lk - s.Lq;
@@ -350,37 +354,19 @@ void prefill_args(benchmark::internal::Benchmark* b) {
 // layer: K/V from DRAM, as in a step of the model; 1: warm in cache).
 // Args: B, Hq, Hkv, Lk, copies.
 void BM_DecodeBatch(benchmark::State& state) {
-  const int64_t B = state.range(0), hq = state.range(1), hkv = state.range(2), lk = state.range(3);
-  const int64_t copies = state.range(4), d = 64;
-  std::mt19937 rng(42);
-  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-  std::vector<float> q(size_t(B * hq * d)), out(q.size());
-  for (auto& x : q) x = u(rng);
-  const size_t per = size_t(B * hkv * lk * d);
-  std::vector<uint16_t> kh(per * size_t(copies)), vh(kh.size());
-  for (size_t i = 0; i < kh.size(); ++i) {
-    kh[i] = f32_to_f16(u(rng));
-    vh[i] = f32_to_f16(u(rng));
-  }
-  const AttentionShape s{B, hq, hkv, 1, lk, d};
-  QueryView qv{q.data(), hq * d, d, d};
-  OutputView ov{out.data(), hq * d, d, d};
-  AttentionMask m;
-  AttentionOptions o;
-  o.threads = 2;
+  const int64_t copies = state.range(4);
+  Data D(state.range(1), state.range(2), 1, state.range(3), 64, false, state.range(0), copies);
   int64_t c = 0;
   const auto t0 = std::chrono::steady_clock::now();
   for (auto _ : state) {
-    KVView kv{kh.data() + size_t(c) * per, DType::F16, hkv * lk * d * 2, lk * d * 2, d * 2};
-    KVView vv{vh.data() + size_t(c) * per, DType::F16, hkv * lk * d * 2, lk * d * 2, d * 2};
-    attention(s, qv, kv, vv, m, ov, o);
-    benchmark::DoNotOptimize(out.data());
+    D.run_streaming(2, 0.0f, c);
+    benchmark::DoNotOptimize(D.out.data());
     c = (c + 1) % copies;
   }
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const double n = double(state.iterations());
-  state.counters["kv_bytes_per_second"] = benchmark::Counter(4.0 * double(per) * n, benchmark::Counter::kIsRate);
-  const double flops = 4.0 * double(d) * double(B * hq * lk) * n;
+  state.counters["kv_bytes_per_second"] = benchmark::Counter(D.kv_bytes_f16() * n, benchmark::Counter::kIsRate);
+  const double flops = 4.0 * double(D.s.d) * D.pairs() * n;
   state.counters["flops_per_second"] = benchmark::Counter(flops, benchmark::Counter::kIsRate);
   state.counters["pct_fma_peak"] = flops / seconds / fma_peak_flops(2) * 100.0;
 }

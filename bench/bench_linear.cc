@@ -263,11 +263,14 @@ void BM_matmul(benchmark::State& state, DType t, int64_t rows, int64_t cols, int
 void BM_matmul_row_groups(benchmark::State& state, DType t, int64_t rows, int64_t cols, bool stream) {
   const int64_t M = state.range(0);
   omp_set_num_threads(int(state.range(1)));
-  const Weights w = make_weights(t, rows, cols, stream ? kStreamBytes : 0);
+  Weights w = make_weights(t, rows, cols, stream ? kStreamBytes : 0);
+  // Each copy packed, then freed (the rows are not read again).
   std::vector<HugeBuffer> groups;
-  for (size_t i = 0; i < w.copies.size(); ++i) {
+  groups.reserve(w.copies.size());
+  while (!w.copies.empty()) {
     groups.emplace_back(w.bytes());
-    pack_row_groups(t, w.copies[i].data(), size_t(rows), size_t(cols), groups.back().data());
+    pack_row_groups(t, w.copies.back().data(), size_t(rows), size_t(cols), groups.back().data());
+    w.copies.pop_back();
   }
   Matrix m;
   m.type = t;
@@ -441,8 +444,8 @@ int register_all() {
       // 143M's attention and FFN gate / up shapes (Q5_0 and Q8_0 in Q4_K_M:
       // 576 columns), from cache and from DRAM as in a model's step.
       for (const auto& [rows, cols] : {std::pair<int64_t, int64_t>{576, 576}, {1536, 576}}) {
-        if (dtype_block_values(t) != 32) break;
         for (bool stream : {false, true}) {
+          if (dtype_block_values(t) != 32) continue;  // 576 columns take no super-blocks
           benchmark::RegisterBenchmark((std::string(stream ? "matmul_row_groups_stream/" : "matmul_row_groups/") + dtype_name(t) + "/" +
                                         std::to_string(rows) + "x" + std::to_string(cols)).c_str(),
                                        BM_matmul_row_groups, t, rows, cols, stream)
