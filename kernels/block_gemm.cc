@@ -41,11 +41,13 @@ constexpr size_t kPanelBytes = 128 * 1024;
 // panel each); 8 MiB gave the same, 436-467.
 constexpr size_t kPackedPanelBytes = 2048 * 1024;
 
-// The inputs quantized per activation type the matrices need, and with
-// `packed` the packed kernel's tables per weight type.
+// The inputs quantized per activation type the matrices need (here, or ahead
+// in a QuantizedInputs), and with `packed` the packed kernel's tables per
+// weight type.
 struct BatchActivations {
-  std::vector<uint8_t> buf[3];  // indexed by ActType
-  size_t bytes[3] = {0, 0, 0};  // per input
+  std::vector<uint8_t> buf[3];                       // indexed by ActType: quantized here
+  const uint8_t* act[3] = {nullptr, nullptr, nullptr};  // buf's or the QuantizedInputs'
+  size_t bytes[3] = {0, 0, 0};                       // per input
   // Per weight type and layout (row groups take the packed kernel's tables
   // whatever the batch, rows may take the inputs-in-lanes kernel's).
   std::vector<std::pair<DType, bool>> table_types;
@@ -57,7 +59,7 @@ struct BatchActivations {
     }
     return nullptr;
   }
-  void prepare(const Matrix* Ws, int count, const float* X, int64_t M, bool packed) {
+  void prepare(const Matrix* Ws, int count, const float* X, int64_t M, bool packed, const QuantizedInputs* xq) {
     const size_t cols = static_cast<size_t>(Ws[0].cols);
     bool done[3] = {false, false, false};
     for (int i = 0; i < count; ++i) {
@@ -66,7 +68,10 @@ struct BatchActivations {
       if (done[a]) continue;
       done[a] = true;
       bytes[a] = act_bytes(t, cols);
+      act[a] = xq != nullptr ? xq->for_type(t, M, Ws[0].cols) : nullptr;
+      if (act[a] != nullptr) continue;
       buf[a].resize(bytes[a] * static_cast<size_t>(M));
+      act[a] = buf[a].data();
       uint8_t* out = buf[a].data();
       const size_t n = bytes[a];
       // Inside a region or team every thread has its own copy (as matvec_multi).
@@ -91,7 +96,7 @@ struct BatchActivations {
       const bool lanes = !Ws[i].row_groups;
       table_floats[k] = quant_gemm_table_floats(t, cols, 1);
       tables[k].resize(quant_gemm_table_floats(t, cols, static_cast<size_t>(M), lanes));
-      const uint8_t* act = buf[static_cast<int>(act_type(t))].data();
+      const uint8_t* in = act[static_cast<int>(act_type(t))];
       const size_t ab = bytes[static_cast<int>(act_type(t))];
       // The packed layout's tiles are independent: a prefill-sized batch
       // builds them in a region (on one thread they were 1.6% of a
@@ -101,11 +106,11 @@ struct BatchActivations {
           !omp_in_parallel() && current_team() == nullptr) {
 #pragma omp parallel for schedule(static)
         for (int64_t m0 = 0; m0 < M; m0 += C) {
-          quant_gemm_tables(t, act + static_cast<size_t>(m0) * ab, cols, static_cast<size_t>(std::min(C, M - m0)),
+          quant_gemm_tables(t, in + static_cast<size_t>(m0) * ab, cols, static_cast<size_t>(std::min(C, M - m0)),
                             tables[k].data() + static_cast<size_t>(m0) * table_floats[k], false);
         }
       } else {
-        quant_gemm_tables(t, act, cols, static_cast<size_t>(M), tables[k].data(), lanes);
+        quant_gemm_tables(t, in, cols, static_cast<size_t>(M), tables[k].data(), lanes);
       }
     }
   }
@@ -133,7 +138,12 @@ bool block_gemm_type(DType t, int64_t M) {
 
 void set_block_gemm(bool allowed) { g_block_gemm_allowed = allowed; }
 
-void matmul_block_gemm(const Matrix* Ws, float* const* Ys, int count, const float* X, int64_t M) {
+bool matmul_takes_block_gemm(const Matrix& W, int64_t M) {
+  return M >= 2 && block_gemm_type(W.type, M) && (!W.row_groups || quant_gemm_packed(static_cast<size_t>(M)));
+}
+
+void matmul_block_gemm(const Matrix* Ws, float* const* Ys, int count, const float* X, int64_t M,
+                       const QuantizedInputs* xq) {
   // The packed kernel decodes a row block once per panel for all its inputs
   // (groups of 32 rows); the tile kernel re-decodes each block per 4 inputs.
   const bool packed = quant_gemm_packed(static_cast<size_t>(M));
@@ -142,7 +152,7 @@ void matmul_block_gemm(const Matrix* Ws, float* const* Ys, int count, const floa
   // kernel's tiles, which its tables are laid out in (kernels/quant/vec_dot.h).
   const int64_t unit = packed ? static_cast<int64_t>(kQuantGemmTileInputs) : 4;
   static thread_local BatchActivations xa_buf;
-  xa_buf.prepare(Ws, count, X, M, packed);
+  xa_buf.prepare(Ws, count, X, M, packed, xq);
   const BatchActivations& xa = xa_buf;  // the caller's copy, read by every thread
   const size_t cols = static_cast<size_t>(Ws[0].cols);
   const size_t panel_bytes = packed ? kPackedPanelBytes : kPanelBytes;
@@ -184,7 +194,7 @@ void matmul_block_gemm(const Matrix* Ws, float* const* Ys, int count, const floa
         const int a = static_cast<int>(act_type(W.type));
         const size_t rb = dtype_row_bytes(W.type, cols);
         quant_gemm(W.type, static_cast<const uint8_t*>(W.data) + r0 * rb, cols,
-                   xa.buf[a].data() + static_cast<size_t>(m0) * xa.bytes[a], static_cast<size_t>(m1 - m0),
+                   xa.act[a] + static_cast<size_t>(m0) * xa.bytes[a], static_cast<size_t>(m1 - m0),
                    Ys[i] + m0 * W.rows + r0, static_cast<size_t>(W.rows), static_cast<size_t>(r1 - r0),
                    packed ? xa.tables_for(W, m0) : nullptr, static_cast<size_t>(M), W.row_groups);
       }
@@ -193,4 +203,52 @@ void matmul_block_gemm(const Matrix* Ws, float* const* Ys, int count, const floa
 }
 
 }  // namespace detail
+
+void QuantizedInputs::reserve(const Matrix* Ws, int count, int64_t M) {
+  QKV_CHECK(M >= 0 && count >= 0 && (Ws != nullptr || count == 0), "QuantizedInputs::reserve: bad arguments");
+  types_.clear();
+  M_ = M;
+  cols_ = count > 0 ? Ws[0].cols : 0;
+  bool held[3] = {false, false, false};
+  for (int i = 0; i < count; ++i) {
+    QKV_CHECK(Ws[i].cols == cols_, "QuantizedInputs::reserve: matrix ", i, " has ", Ws[i].cols,
+              " columns but matrix 0 has ", cols_);
+    if (cols_ == 0 || !detail::matmul_takes_block_gemm(Ws[i], M)) continue;
+    const int a = static_cast<int>(act_type(Ws[i].type));
+    if (held[a]) continue;
+    held[a] = true;
+    types_.push_back(Ws[i].type);
+  }
+  if (bufs_.size() < types_.size()) bufs_.resize(types_.size());
+  for (size_t k = 0; k < types_.size(); ++k) {
+    bufs_[k].resize(act_bytes(types_[k], static_cast<size_t>(cols_)) * static_cast<size_t>(M));
+  }
+}
+
+void QuantizedInputs::quantize_rows(const float* X, int64_t m0, int64_t m1, const Matrix* Ws, int count) {
+  QKV_CHECK(0 <= m0 && m0 <= m1 && m1 <= M_, "QuantizedInputs::quantize_rows: rows [", m0, ", ", m1,
+            ") outside the ", M_, " reserved");
+  const size_t cols = static_cast<size_t>(cols_);
+  for (size_t k = 0; k < types_.size(); ++k) {
+    bool taken = false;
+    for (int i = 0; i < count && !taken; ++i) {
+      taken = Ws[i].cols == cols_ && detail::matmul_takes_block_gemm(Ws[i], M_) &&
+              act_type(Ws[i].type) == act_type(types_[k]);
+    }
+    if (!taken) continue;
+    const size_t n = act_bytes(types_[k], cols);
+    for (int64_t m = m0; m < m1; ++m) {
+      quantize_activation(types_[k], X + m * cols_, cols, bufs_[k].data() + static_cast<size_t>(m) * n);
+    }
+  }
+}
+
+const uint8_t* QuantizedInputs::for_type(DType t, int64_t M, int64_t cols) const {
+  if (M != M_ || cols != cols_ || !dtype_is_quantized(t)) return nullptr;
+  for (size_t k = 0; k < types_.size(); ++k) {
+    if (act_type(types_[k]) == act_type(t)) return bufs_[k].data();
+  }
+  return nullptr;
+}
+
 }  // namespace qkv

@@ -622,7 +622,7 @@ void matvec_multi(const Matrix* Ws, float* const* ys, int count, const float* x)
   });
 }
 
-void matmul(const Matrix& W, const float* X, int64_t M, float* Y) {
+void matmul(const Matrix& W, const float* X, int64_t M, float* Y, const QuantizedInputs* xq) {
   check_matrix(W, "matmul");
   QKV_CHECK(M >= 0, "matmul: negative batch size ", M);
   if (M == 0 || W.rows == 0) return;
@@ -646,7 +646,7 @@ void matmul(const Matrix& W, const float* X, int64_t M, float* Y) {
     }
     return detail::matmul_onednn(W, X, M, Y);
   }
-  matmul_multi(&W, &Y, 1, X, M);
+  matmul_multi(&W, &Y, 1, X, M, xq);
 }
 
 namespace {
@@ -668,7 +668,8 @@ void matmul_small_or_sliced(const Matrix* Ws, float* const* Ys, int count, const
 
 }  // namespace
 
-void matmul_multi(const Matrix* Ws, float* const* Ys, int count, const float* X, int64_t M) {
+void matmul_multi(const Matrix* Ws, float* const* Ys, int count, const float* X, int64_t M,
+                  const QuantizedInputs* xq) {
   QKV_CHECK(M >= 0, "matmul: negative batch size ", M);
   if (M == 1) return matvec_multi(Ws, Ys, count, X);
   QKV_CHECK(count >= 0, "matmul_multi: negative matrix count ", count);
@@ -681,10 +682,7 @@ void matmul_multi(const Matrix* Ws, float* const* Ys, int count, const float* X,
     QKV_CHECK(Ys[i] != nullptr || Ws[i].rows == 0, "matmul: null output for matrix ", i);
   }
   QKV_CHECK(X != nullptr || Ws[0].cols == 0, "matmul: null input");
-  // Row groups take the block GEMM only through its packed kernel, else input by input.
-  auto gemm_for = [&](const Matrix& W) {
-    return detail::block_gemm_type(W.type, M) && (!W.row_groups || quant_gemm_packed(static_cast<size_t>(M)));
-  };
+  auto gemm_for = [&](const Matrix& W) { return detail::matmul_takes_block_gemm(W, M); };
   auto per_input_for = [&](const Matrix& W) { return W.row_groups ? !gemm_for(W) : ggml_batch_per_input(W.type, M); };
   bool any_gemm = false;
   for (int i = 0; i < count; ++i) any_gemm |= gemm_for(Ws[i]);
@@ -699,7 +697,7 @@ void matmul_multi(const Matrix* Ws, float* const* Ys, int count, const float* X,
       (gemm ? gy : oy).push_back(Ys[i]);
     }
     if (!ow.empty()) matmul_multi(ow.data(), oy.data(), static_cast<int>(ow.size()), X, M);
-    detail::matmul_block_gemm(gw.data(), gy.data(), static_cast<int>(gw.size()), X, M);
+    detail::matmul_block_gemm(gw.data(), gy.data(), static_cast<int>(gw.size()), X, M, xq);
     return;
   }
   bool any_per_input = false;

@@ -66,10 +66,14 @@ bool block_gemm_type(DType t, int64_t M);
 // matvec per input), for tests and benchmarks that compare. Not thread-safe:
 // set before any concurrent use.
 void set_block_gemm(bool allowed);
+// Whether matmul_multi takes W with M >= 2 inputs to the block GEMM (row
+// groups only through its packed kernel).
+bool matmul_takes_block_gemm(const Matrix& W, int64_t M);
 // Ys[i] = X·Ws[i]ᵀ for M >= 2 inputs on matrices of block_gemm_type types
 // with equal cols > 0 (checked by the caller); inside a parallel region or
-// team as matvec_multi.
-void matmul_block_gemm(const Matrix* Ws, float* const* Ys, int count, const float* X, int64_t M);
+// team as matvec_multi. xq: X quantized ahead, where it holds a type.
+void matmul_block_gemm(const Matrix* Ws, float* const* Ys, int count, const float* X, int64_t M,
+                       const QuantizedInputs* xq = nullptr);
 
 // Y = X·Wᵀ through oneDNN (M > 0, W checked by the caller, not inside a parallel region).
 void matmul_onednn(const Matrix& W, const float* X, int64_t M, float* Y);

@@ -3,6 +3,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 
 #include "kernels/attention.h"
@@ -245,29 +246,58 @@ void Decoder::forward(int64_t M, const int64_t* seqs, const int64_t* pos) {
     for (int64_t m = 0; m < M; ++m) rope_angles(rd, pos[m], local, &rope_cs_local_[m * rd]);
   }
   auto vec = [](const Matrix& m) { return norm_weights(m); };
+  auto qkv_of = [&](int64_t l) {
+    const LayerWeights& w = model_.layers[l];
+    return std::array<Matrix, 3>{w.wq, w.wk, w.wv};
+  };
+  auto gate_up_of = [&](int64_t l) {
+    const LayerWeights& w = model_.layers[l];
+    return std::array<Matrix, 2>{w.ffn_gate, w.ffn_up};
+  };
+
+  // A batched decode step in a team: the passes that write xb and hb
+  // quantize their rows for the block GEMMs that read them.
+  const bool quantize_ahead = decode && M >= 2 && M <= kMaxTeamRows && options_.decode_team;
+  xb_quantized_.reserve(nullptr, 0, 0);
+  hb_quantized_.reserve(nullptr, 0, 0);
+  if (quantize_ahead) {
+    std::vector<Matrix> xb_inputs, hb_inputs;
+    for (int64_t l = 0; l < c.n_layers; ++l) {
+      for (const Matrix& W : qkv_of(l)) xb_inputs.push_back(W);
+      for (const Matrix& W : gate_up_of(l)) xb_inputs.push_back(W);
+      hb_inputs.push_back(model_.layers[l].ffn_down);
+    }
+    xb_quantized_.reserve(xb_inputs.data(), static_cast<int>(xb_inputs.size()), M);
+    hb_quantized_.reserve(hb_inputs.data(), static_cast<int>(hb_inputs.size()), M);
+  }
+  const QuantizedInputs* xbq = xb_quantized_.empty() ? nullptr : &xb_quantized_;
+  const QuantizedInputs* hbq = hb_quantized_.empty() ? nullptr : &hb_quantized_;
 
   auto layers = [&] {
     // The residual stream x of rows [lo, hi): x += delta (when given; first
-    // normed by post_norm when that is given), then xb = norm(x).
-    auto add_norm = [&](float* delta, const Matrix* post_norm, const Matrix* norm) {
+    // normed by post_norm when that is given), then xb = norm(x), quantized
+    // for the matrices `next` (count of them) when xbq is set.
+    auto add_norm = [&](float* delta, const Matrix* post_norm, const Matrix* norm, const Matrix* next, int count) {
       each_share(M, dim, [&](int64_t lo, int64_t hi) {
         if (delta != nullptr) {
           if (post_norm != nullptr) rmsnorm(&delta[lo * dim], vec(*post_norm), &delta[lo * dim], dim, c.norm_eps, hi - lo);
           add_inplace(&x_[lo * dim], &delta[lo * dim], (hi - lo) * dim);
         }
         if (norm != nullptr) rmsnorm(&x_[lo * dim], vec(*norm), &xb_[lo * dim], dim, c.norm_eps, hi - lo);
+        if (norm != nullptr && xbq != nullptr) xb_quantized_.quantize_rows(xb_.data(), lo, hi, next, count);
       });
     };
-    add_norm(nullptr, nullptr, &model_.layers[0].attn_norm);
+    const std::array<Matrix, 3> first_qkv = qkv_of(0);
+    add_norm(nullptr, nullptr, &model_.layers[0].attn_norm, first_qkv.data(), 3);
     for (int64_t l = 0; l < c.n_layers; ++l) {
       const LayerWeights& w = model_.layers[l];
       const bool slides = c.layer_slides(l);
       const float* cs = slides && c.rope_theta_local > 0 ? rope_cs_local_.data() : rope_cs_.data();
 
       // Attention: x += Wo · attention(rope(Wq·xb), rope(Wk·xb), Wv·xb), xb = norm(x)
-      const Matrix qkv[3] = {w.wq, w.wk, w.wv};
+      const std::array<Matrix, 3> qkv = qkv_of(l);
       float* const qkv_out[3] = {q_.data(), k_.data(), v_.data()};
-      matmul_multi(qkv, qkv_out, 3, xb_.data(), M);
+      matmul_multi(qkv.data(), qkv_out, 3, xb_.data(), M, xbq);
       each_share(M, q_dim + 2 * kv_dim, [&](int64_t lo, int64_t hi) {
         for (int64_t m = lo; m < hi; ++m) {
           float* q = &q_[m * q_dim];
@@ -299,23 +329,28 @@ void Decoder::forward(int64_t M, const int64_t* seqs, const int64_t* pos) {
       }
       matmul(w.wo, att_.data(), M, xb_.data());
       // (add_inplace reads xb before the norm overwrites it)
-      add_norm(xb_.data(), c.post_norms ? &w.post_attn_norm : nullptr, &w.ffn_norm);
+      const std::array<Matrix, 2> gate_up = gate_up_of(l);
+      add_norm(xb_.data(), c.post_norms ? &w.post_attn_norm : nullptr, &w.ffn_norm, gate_up.data(), 2);
 
       // Feed-forward: x += W_down · (act(W_gate·xb) * (W_up·xb)), xb = the next norm of x
-      const Matrix gate_up[2] = {w.ffn_gate, w.ffn_up};
       float* const gate_up_out[2] = {hb_.data(), hb2_.data()};
-      matmul_multi(gate_up, gate_up_out, 2, xb_.data(), M);
-      each_share(M * hidden, 1, [&](int64_t lo, int64_t hi) {
+      matmul_multi(gate_up.data(), gate_up_out, 2, xb_.data(), M, xbq);
+      // By elements, or by rows when each thread quantizes the rows it wrote.
+      const int64_t units = hbq != nullptr ? M : M * hidden, width = hbq != nullptr ? hidden : 1;
+      each_share(units, width, [&](int64_t lo, int64_t hi) {
         if (c.activation == Activation::SiLU) {
-          silu_mul(&hb_[lo], &hb2_[lo], hi - lo);
+          silu_mul(&hb_[lo * width], &hb2_[lo * width], (hi - lo) * width);
         } else {
-          gelu_tanh_mul(&hb_[lo], &hb2_[lo], hi - lo);
+          gelu_tanh_mul(&hb_[lo * width], &hb2_[lo * width], (hi - lo) * width);
         }
+        if (hbq != nullptr) hb_quantized_.quantize_rows(hb_.data(), lo, hi, &w.ffn_down, 1);
       });
-      matmul(w.ffn_down, hb_.data(), M, xb_.data());
+      matmul(w.ffn_down, hb_.data(), M, xb_.data(), hbq);
       // The final norm is the classifier's (logits_for).
+      const bool last = l + 1 == c.n_layers;
+      const std::array<Matrix, 3> next_qkv = qkv_of(last ? l : l + 1);
       add_norm(xb_.data(), c.post_norms ? &w.post_ffn_norm : nullptr,
-               l + 1 < c.n_layers ? &model_.layers[l + 1].attn_norm : nullptr);
+               last ? nullptr : &model_.layers[l + 1].attn_norm, next_qkv.data(), 3);
     }
   };
   if (decode && M <= kMaxTeamRows && options_.decode_team) {

@@ -221,7 +221,8 @@ TEST_CASE("a decode step in one team equals a region per kernel call, bit for bi
   // Wide enough that every matrix is split between the threads.
   const ModelConfig c = wide_gqa_config();
   omp_set_num_threads(2);
-  for (DType t : {DType::F16, DType::Q8_0}) {
+  // (the block types' batches with their inputs quantized ahead in the team)
+  for (DType t : {DType::F16, DType::Q8_0, DType::Q5_0, DType::Q4_K}) {
     CAPTURE(dtype_name(t));
     const Model model = make_synthetic_model(c, t, 21, false);
     std::vector<std::vector<float>> runs;

@@ -33,13 +33,16 @@
 
 #include <cstdint>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "kernels/dtype.h"
 #include "kernels/linear.h"
 #include "kernels/batch_activations.h"
 #include "kernels/linear_internal.h"
+#include "kernels/quant/row_groups.h"
 #include "kernels/quant/vec_dot.h"
+#include "kernels/threads/team.h"
 #include "tests/linear_fixture.h"
 #include "tests/quant_fixture.h"
 
@@ -373,5 +376,77 @@ TEST_CASE("the packed kernel's tables refuse types and row lengths they cannot t
     // No packed kernel on this CPU: a clear error, not garbage.
     CHECK_THROWS_WITH(quant_gemm_tables(DType::Q4_K, xa.data(), 512, 1, tables.data()),
                       doctest::Contains("no packed kernel"));
+  }
+}
+
+// Inputs quantized ahead (QuantizedInputs), as a batched decode step's norm
+// and activation passes do, each thread its own rows: the same outputs bit for
+// bit as the block GEMM quantizing them itself, and what it reads where it
+// takes them (a stale object shows in the outputs).
+TEST_CASE("inputs quantized ahead give the block GEMM's outputs bit for bit, and are what it reads") {
+  std::mt19937 g(14);
+  const int64_t cols = 512;
+  TestMatrix ms[5] = {random_matrix(DType::Q4_K, 40, cols, g), random_matrix(DType::Q6_K, 24, cols, g),
+                      random_matrix(DType::Q5_0, 9, cols, g), random_matrix(DType::Q4_1, 20, cols, g),
+                      random_matrix(DType::Q8_0, 33, cols, g)};
+  // A row-group copy of a Q5_0 matrix (what the loader lays out for the VNNI kernels).
+  const TestMatrix rg = random_matrix(DType::Q5_0, 48, cols, g);
+  std::vector<uint8_t> grouped(rg.bytes.size());
+  pack_row_groups(DType::Q5_0, rg.bytes.data(), 48, cols, grouped.data());
+  Matrix rgm{grouped.data(), DType::Q5_0, 48, cols};
+  rgm.row_groups = true;
+  const Matrix Ws[6] = {ms[0].m, ms[1].m, ms[2].m, ms[3].m, ms[4].m, rgm};
+  for (int64_t M : {2, 3, 8, 12, 16}) {
+    CAPTURE(M);
+    const auto X = make_inputs(M, cols, 6), X2 = make_inputs(M, cols, 7);
+    bool any = false;
+    for (const Matrix& W : Ws) any |= detail::matmul_takes_block_gemm(W, M);
+    QuantizedInputs xq;
+    xq.reserve(Ws, 6, M);
+    CHECK(xq.empty() == !any);
+    std::vector<float> Y[6], R[6], S[6];
+    float* ys[6];
+    float* ss[6];
+    for (int i = 0; i < 6; ++i) {
+      Y[i].assign(static_cast<size_t>(M * Ws[i].rows), NAN);
+      S[i].assign(Y[i].size(), NAN);
+      R[i].assign(Y[i].size(), NAN);
+      ys[i] = Y[i].data();
+      ss[i] = S[i].data();
+    }
+    run_team(2, [&] {
+      matmul_multi(Ws, ss, 6, X2.data(), M);  // X2's outputs, for the stale check
+      int64_t lo = 0, hi = M;
+      current_team()->share(M, &lo, &hi);
+      xq.quantize_rows(X.data(), lo, hi, Ws, 6);
+      current_team()->sync();
+      matmul_multi(Ws, ys, 6, X.data(), M, &xq);
+    });
+    for (int i = 0; i < 6; ++i) {
+      CAPTURE(i);
+      matmul(Ws[i], X.data(), M, R[i].data());
+      CHECK(Y[i] == R[i]);
+    }
+    // The object says X2 (not X): where the block GEMM takes it, the outputs are X2's.
+    if (any) {
+      xq.quantize_rows(X2.data(), 0, M, Ws, 6);
+      for (int i = 0; i < 6; ++i) {
+        CAPTURE(i);
+        std::vector<float> y(Y[i].size(), NAN);
+        matmul(Ws[i], X.data(), M, y.data(), &xq);
+        CHECK((y == (detail::matmul_takes_block_gemm(Ws[i], M) ? S[i] : R[i])));
+      }
+    }
+    // Held for another batch size: not taken.
+    QuantizedInputs other;
+    other.reserve(Ws, 6, M + 1);
+    if (!other.empty()) {
+      other.quantize_rows(X2.data(), 0, M, Ws, 6);
+      std::vector<float> y(Y[0].size(), NAN);
+      matmul(Ws[0], X.data(), M, y.data(), &other);
+      CHECK(y == R[0]);
+    }
+    const std::string outside = "outside the " + std::to_string(M) + " reserved";
+    CHECK_THROWS_WITH(xq.quantize_rows(X.data(), 0, M + 1, Ws, 6), doctest::Contains(outside.c_str()));
   }
 }

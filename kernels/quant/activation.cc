@@ -8,9 +8,11 @@
 // block by block, and Q8_K's 16-value sums from vectors: `bench_linear
 // --benchmark_filter='^quantize_activation'` (one input of 2048 from L1,
 // Zen 5 guest), G values/s against one block at a time with scalar Q8_K
-// sums: Q8_0 5.73 / 3.37, Q8_1 4.69 / 2.65, Q8_K 3.74 / 3.22. In a batched
-// decode step the inputs' loads dominate instead (each team thread
-// quantizes every input, half of them written by the other core).
+// sums: Q8_0 5.73 / 3.37, Q8_1 4.69 / 2.65, Q8_K 3.74 / 3.22. A batched
+// decode step quantizes most of its inputs ahead, in the passes that write
+// them (QuantizedInputs, kernels/linear.h): where the block GEMM quantizes
+// its inputs itself, every team thread reads every input, half of them
+// written by the other core.
 #include "kernels/quant/activation.h"
 
 #include <cmath>
