@@ -57,19 +57,24 @@ TEST_CASE("team: sync orders every thread's writes, round after round") {
   CHECK(current_team() == nullptr);
 }
 
-TEST_CASE("team: every block is taken exactly once, in every call") {
-  const int64_t sizes[] = {0, 1, 7, 1000, 3, 64, 1};
-  std::vector<std::vector<std::atomic<int>>> taken;
-  for (int64_t n : sizes) taken.emplace_back(static_cast<size_t>(n));
-  std::atomic<int> bad_range{0};
+TEST_CASE("team: every block is taken exactly once, in every call, the last thread's from the back") {
+  // Up to 2^20 - 1 blocks the slot counts from both ends; above, from the front only.
+  const int64_t sizes[] = {0, 1, 7, 1000, 3, 64, 1, (int64_t{1} << 20) - 1, (int64_t{1} << 20) + 3, 2};
+  std::vector<std::vector<std::atomic<int>>> taken, owner;
+  for (int64_t n : sizes) taken.emplace_back(static_cast<size_t>(n)), owner.emplace_back(static_cast<size_t>(n));
+  std::atomic<int> bad_range{0}, size{0};
   run_team(kThreads, [&] {
     Team* team = current_team();
+    size = team->size();
     for (size_t c = 0; c < std::size(sizes); ++c) {
       team->begin_call();
       int64_t b0, b1;
       while (team->take(sizes[c], 2, &b0, &b1)) {
         bad_range += !(0 <= b0 && b0 < b1 && b1 <= sizes[c]);
-        for (int64_t b = b0; b < b1 && b < sizes[c]; ++b) ++taken[c][static_cast<size_t>(b)];
+        for (int64_t b = b0; b < b1 && b < sizes[c]; ++b) {
+          ++taken[c][static_cast<size_t>(b)];
+          owner[c][static_cast<size_t>(b)] = team->thread();
+        }
       }
       team->sync();
     }
@@ -80,6 +85,13 @@ TEST_CASE("team: every block is taken exactly once, in every call") {
     int not_once = 0;
     for (const auto& t : taken[c]) not_once += t.load() != 1;
     CHECK(not_once == 0);
+    // Two threads, both ends: the first thread's blocks are a prefix, the last's the rest.
+    if (size.load() == 2 && sizes[c] < (int64_t{1} << 20)) {
+      int turns = 0;
+      for (size_t b = 1; b < owner[c].size(); ++b) turns += owner[c][b].load() != owner[c][b - 1].load();
+      CHECK(turns <= 1);
+      if (!owner[c].empty()) CHECK((owner[c].front().load() == 0 || turns == 0));
+    }
   }
 }
 
