@@ -10,6 +10,7 @@
 
 #include "kernels/error.h"
 #include "kernels/ops.h"
+#include "tests/simd_targets.h"
 
 using namespace qkv;
 
@@ -115,6 +116,38 @@ TEST_CASE("rope_angles then rope_rotate is rope exactly; their bad arguments thr
   CHECK_THROWS_AS(rope_rotate(x.data(), n_heads, head_dim, 7, cs.data()), Error);
   CHECK_THROWS_AS(rope_rotate(nullptr, n_heads, head_dim, 8, cs.data()), Error);
   CHECK_THROWS_AS(rope_rotate(x.data(), n_heads, head_dim, 8, nullptr), Error);
+}
+
+TEST_CASE("rope_rotate on every SIMD target is the scalar formula bit for bit, both pair styles") {
+  // Vectors of pairs and a scalar tail: rope_dim 96 (whole vectors on every
+  // width), 40 and 20 (tails), 6 (tail only) in heads of 128, 80, 64 and 8.
+  const size_t shapes[][2] = {{128, 96}, {80, 40}, {64, 20}, {8, 6}, {64, 64}};
+  for (const auto& [head_dim, rope_dim] : shapes) {
+    for (RopeStyle style : {RopeStyle::Adjacent, RopeStyle::Neox}) {
+      CAPTURE(head_dim);
+      CAPTURE(rope_dim);
+      CAPTURE(style == RopeStyle::Neox);
+      const size_t n_heads = 3, half = rope_dim / 2;
+      const auto x0 = random_vec(n_heads * head_dim, static_cast<uint32_t>(head_dim + rope_dim));
+      std::vector<float> cs(rope_dim);
+      rope_angles(rope_dim, 777, 10000.0f, cs.data());
+      auto want = x0;
+      for (size_t h = 0; h < n_heads; ++h) {
+        for (size_t k = 0; k < half; ++k) {
+          const size_t i = h * head_dim + (style == RopeStyle::Neox ? k : 2 * k);
+          const size_t j = i + (style == RopeStyle::Neox ? half : 1);
+          const float v0 = x0[i], v1 = x0[j];
+          want[i] = v0 * cs[2 * k] - v1 * cs[2 * k + 1];
+          want[j] = v0 * cs[2 * k + 1] + v1 * cs[2 * k];
+        }
+      }
+      qkv::testing::for_each_simd_target([&] {
+        auto x = x0;
+        rope_rotate(x.data(), n_heads, head_dim, rope_dim, cs.data(), style);
+        CHECK(x == want);
+      });
+    }
+  }
 }
 
 TEST_CASE("rope with a partial rope_dim leaves the tail alone; bad arguments throw") {
