@@ -228,6 +228,7 @@ void QuantizedInputs::reserve(const Matrix* Ws, int count, int64_t M) {
 void QuantizedInputs::quantize_rows(const float* X, int64_t m0, int64_t m1, const Matrix* Ws, int count) {
   QKV_CHECK(0 <= m0 && m0 <= m1 && m1 <= M_, "QuantizedInputs::quantize_rows: rows [", m0, ", ", m1,
             ") outside the ", M_, " reserved");
+  QKV_CHECK((X != nullptr || m0 == m1) && (Ws != nullptr || count == 0), "QuantizedInputs::quantize_rows: null argument");
   const size_t cols = static_cast<size_t>(cols_);
   for (size_t k = 0; k < types_.size(); ++k) {
     bool taken = false;

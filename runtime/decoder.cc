@@ -93,7 +93,12 @@ uint64_t Decoder::activation_bytes(const ModelConfig& c, const DecoderOptions& o
   // x_, xb_, q_, k_, v_, att_, hb_, hb2_, rope_cs_ (and rope_cs_local_) of ensure_rows.
   const uint64_t per_row = 2 * uint64_t(c.dim) + 2 * uint64_t(c.q_dim()) + 2 * uint64_t(c.kv_dim()) +
                            2 * uint64_t(c.hidden_dim) + uint64_t(c.rope_dim) * (c.rope_theta_local > 0 ? 2 : 1);
-  return (rows * per_row + uint64_t(o.n_seqs) * uint64_t(c.vocab_size)) * sizeof(float);
+  // A batched decode step's xb and hb quantized ahead (QuantizedInputs): up to
+  // 3 activation types of at most 2 bytes a value (ggml's int8 blocks take
+  // 1.06-1.14).
+  const uint64_t per_seq = (uint64_t(c.dim) + uint64_t(c.hidden_dim)) * 2 * 3;
+  const uint64_t quantized = o.n_seqs >= 2 ? uint64_t(o.n_seqs) * per_seq : 0;
+  return (rows * per_row + uint64_t(o.n_seqs) * uint64_t(c.vocab_size)) * sizeof(float) + quantized;
 }
 
 Decoder::ResidentBytes Decoder::resident_bytes(const Model& model, const DecoderOptions& o) {

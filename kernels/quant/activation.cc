@@ -11,8 +11,7 @@
 // sums: Q8_0 5.73 / 3.37, Q8_1 4.69 / 2.65, Q8_K 3.74 / 3.22. A batched
 // decode step quantizes most of its inputs ahead, in the passes that write
 // them (QuantizedInputs, kernels/linear.h): where the block GEMM quantizes
-// its inputs itself, every team thread reads every input, half of them
-// written by the other core.
+// its inputs itself, every team thread quantizes every input.
 #include "kernels/quant/activation.h"
 
 #include <cmath>

@@ -48,7 +48,7 @@ class Team {
   // Dynamic split of n blocks for the calling thread's current work-sharing
   // call (BlockQueue's policy: large ranges first, then down to min_blocks).
   // The last thread takes its ranges from the back, the others from the
-  // front (up to 2^20 blocks), so that with two threads each starts on the
+  // front (up to 2^20 - 1 blocks), so that with two threads each starts on the
   // blocks of its own share(): a decode step's attention items are per row,
   // and reading the rows the other core wrote costs a cache line's round trip
   // between the cores (~0.5 us on the Zen 5 guest).
