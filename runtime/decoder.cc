@@ -82,6 +82,10 @@ Decoder::Decoder(const Model& model, const DecoderOptions& options)
     const bool use_short = !c.rope_factors_short.empty() && context() <= c.rope_orig_context;
     rope_factors_ = use_short ? &c.rope_factors_short : &c.rope_factors;
   }
+  for (const LayerWeights& w : model.layers) {
+    xb_readers_.insert(xb_readers_.end(), {w.wq, w.wk, w.wv, w.ffn_gate, w.ffn_up});
+    hb_readers_.push_back(w.ffn_down);
+  }
   ensure_rows(std::max<int64_t>(1, options.n_seqs));
   // Logits are needed for one row per sequence of a step (a prefill keeps only
   // its last token's), so they are sized by sequences, not by prefill rows.
@@ -263,18 +267,8 @@ void Decoder::forward(int64_t M, const int64_t* seqs, const int64_t* pos) {
   // A batched decode step in a team: the passes that write xb and hb
   // quantize their rows for the block GEMMs that read them.
   const bool quantize_ahead = decode && M >= 2 && M <= kMaxTeamRows && options_.decode_team;
-  xb_quantized_.reserve(nullptr, 0, 0);
-  hb_quantized_.reserve(nullptr, 0, 0);
-  if (quantize_ahead) {
-    std::vector<Matrix> xb_inputs, hb_inputs;
-    for (int64_t l = 0; l < c.n_layers; ++l) {
-      for (const Matrix& W : qkv_of(l)) xb_inputs.push_back(W);
-      for (const Matrix& W : gate_up_of(l)) xb_inputs.push_back(W);
-      hb_inputs.push_back(model_.layers[l].ffn_down);
-    }
-    xb_quantized_.reserve(xb_inputs.data(), static_cast<int>(xb_inputs.size()), M);
-    hb_quantized_.reserve(hb_inputs.data(), static_cast<int>(hb_inputs.size()), M);
-  }
+  xb_quantized_.reserve(xb_readers_.data(), quantize_ahead ? static_cast<int>(xb_readers_.size()) : 0, M);
+  hb_quantized_.reserve(hb_readers_.data(), quantize_ahead ? static_cast<int>(hb_readers_.size()) : 0, M);
   const QuantizedInputs* xbq = xb_quantized_.empty() ? nullptr : &xb_quantized_;
   const QuantizedInputs* hbq = hb_quantized_.empty() ? nullptr : &hb_quantized_;
 

@@ -450,3 +450,18 @@ TEST_CASE("inputs quantized ahead give the block GEMM's outputs bit for bit, and
     CHECK_THROWS_WITH(xq.quantize_rows(X.data(), 0, M + 1, Ws, 6), doctest::Contains(outside.c_str()));
   }
 }
+
+TEST_CASE("QuantizedInputs refuses matrices of unequal columns and null arguments, by name") {
+  std::mt19937 g(15);
+  const TestMatrix a = random_matrix(DType::Q4_0, 8, 256, g), b = random_matrix(DType::Q4_0, 8, 512, g);
+  const Matrix Ws[2] = {a.m, b.m};
+  QuantizedInputs xq;
+  CHECK_THROWS_WITH(xq.reserve(Ws, 2, 4), doctest::Contains("matrix 1 has 512 columns but matrix 0 has 256"));
+  CHECK_THROWS_WITH(xq.reserve(nullptr, 1, 4), doctest::Contains("QuantizedInputs::reserve: bad arguments"));
+  CHECK_THROWS_WITH(xq.reserve(Ws, 1, -1), doctest::Contains("QuantizedInputs::reserve: bad arguments"));
+  xq.reserve(Ws, 1, 4);
+  CHECK_THROWS_WITH(xq.quantize_rows(nullptr, 0, 2, Ws, 1), doctest::Contains("quantize_rows: null argument"));
+  const auto X = make_inputs(4, 256, 8);
+  CHECK_THROWS_WITH(xq.quantize_rows(X.data(), 0, 2, nullptr, 1), doctest::Contains("quantize_rows: null argument"));
+  CHECK_THROWS_WITH(xq.quantize_rows(X.data(), 3, 2, Ws, 1), doctest::Contains("rows [3, 2) outside the 4 reserved"));
+}

@@ -50,8 +50,8 @@ class Team {
   // The last thread takes its ranges from the back, the others from the
   // front (up to 2^20 - 1 blocks), so that with two threads each starts on the
   // blocks of its own share(): a decode step's attention items are per row,
-  // and reading the rows the other core wrote costs a cache line's round trip
-  // between the cores (~0.5 us on the Zen 5 guest).
+  // and that thread's row pass wrote their queries and new keys and values
+  // (16 sequences of 143M Q4_K_M 5-8% faster, docs/design.md).
   // Every thread calls begin_call() once at the start of such a call, then
   // take() until it returns false, and the call ends with sync().
   void begin_call();
