@@ -85,6 +85,7 @@ Decoder::Decoder(const Model& model, const DecoderOptions& options)
   for (const LayerWeights& w : model.layers) {
     xb_readers_.insert(xb_readers_.end(), {w.wq, w.wk, w.wv, w.ffn_gate, w.ffn_up});
     hb_readers_.push_back(w.ffn_down);
+    att_readers_.push_back(w.wo);
   }
   ensure_rows(std::max<int64_t>(1, options.n_seqs));
   // Logits are needed for one row per sequence of a step (a prefill keeps only
@@ -97,10 +98,10 @@ uint64_t Decoder::activation_bytes(const ModelConfig& c, const DecoderOptions& o
   // x_, xb_, q_, k_, v_, att_, hb_, hb2_, rope_cs_ (and rope_cs_local_) of ensure_rows.
   const uint64_t per_row = 2 * uint64_t(c.dim) + 2 * uint64_t(c.q_dim()) + 2 * uint64_t(c.kv_dim()) +
                            2 * uint64_t(c.hidden_dim) + uint64_t(c.rope_dim) * (c.rope_theta_local > 0 ? 2 : 1);
-  // A batched decode step's xb and hb quantized ahead (QuantizedInputs): up to
+  // A batched decode step's xb, att and hb quantized ahead (QuantizedInputs): up to
   // 3 activation types of at most 2 bytes a value (ggml's int8 blocks take
   // 1.06-1.14).
-  const uint64_t per_seq = (uint64_t(c.dim) + uint64_t(c.hidden_dim)) * 2 * 3;
+  const uint64_t per_seq = (uint64_t(c.dim) + uint64_t(c.q_dim()) + uint64_t(c.hidden_dim)) * 2 * 3;
   const uint64_t quantized = o.n_seqs >= 2 ? uint64_t(o.n_seqs) * per_seq : 0;
   return (rows * per_row + uint64_t(o.n_seqs) * uint64_t(c.vocab_size)) * sizeof(float) + quantized;
 }
@@ -269,8 +270,10 @@ void Decoder::forward(int64_t M, const int64_t* seqs, const int64_t* pos) {
   const bool quantize_ahead = decode && M >= 2 && M <= kMaxTeamRows && options_.decode_team;
   xb_quantized_.reserve(xb_readers_.data(), quantize_ahead ? static_cast<int>(xb_readers_.size()) : 0, M);
   hb_quantized_.reserve(hb_readers_.data(), quantize_ahead ? static_cast<int>(hb_readers_.size()) : 0, M);
+  att_quantized_.reserve(att_readers_.data(), quantize_ahead ? static_cast<int>(att_readers_.size()) : 0, M);
   const QuantizedInputs* xbq = xb_quantized_.empty() ? nullptr : &xb_quantized_;
   const QuantizedInputs* hbq = hb_quantized_.empty() ? nullptr : &hb_quantized_;
+  const QuantizedInputs* attq = att_quantized_.empty() ? nullptr : &att_quantized_;
 
   auto layers = [&] {
     // The residual stream x of rows [lo, hi): x += delta (when given; first
@@ -326,7 +329,13 @@ void Decoder::forward(int64_t M, const int64_t* seqs, const int64_t* pos) {
           attention_prefill(l, seqs[r0], pos[r0], r1 - r0, window, r0);
         }
       }
-      matmul(w.wo, att_.data(), M, xb_.data());
+      // wo's input quantized by rows, each thread the rows whose attention
+      // items it mostly ran (Team::take): the GEMM then reads the other
+      // thread's rows as int8 blocks, not as floats.
+      if (attq != nullptr) {
+        each_share(M, q_dim, [&](int64_t lo, int64_t hi) { att_quantized_.quantize_rows(att_.data(), lo, hi, &w.wo, 1); });
+      }
+      matmul(w.wo, att_.data(), M, xb_.data(), attq);
       // (add_inplace reads xb before the norm overwrites it)
       const std::array<Matrix, 2> gate_up = gate_up_of(l);
       add_norm(xb_.data(), c.post_norms ? &w.post_attn_norm : nullptr, &w.ffn_norm, gate_up.data(), 2);

@@ -108,12 +108,12 @@ class Decoder {
   int64_t rows_ = 0;  // activation rows allocated
   // Activations, [rows][width] each.
   std::vector<float> x_, xb_, q_, k_, v_, att_, hb_, hb2_, logits_;
-  // A batched decode step's GEMM inputs xb_ and hb_, quantized by the passes
-  // that write them (QuantizedInputs).
-  QuantizedInputs xb_quantized_, hb_quantized_;
-  // The matrices that read xb_ (every layer's Q/K/V and gate/up) and hb_
-  // (ffn_down): what those are reserved for.
-  std::vector<Matrix> xb_readers_, hb_readers_;
+  // A batched decode step's GEMM inputs xb_, att_ and hb_, quantized by the
+  // passes that write them or (att_) a row pass after them (QuantizedInputs).
+  QuantizedInputs xb_quantized_, hb_quantized_, att_quantized_;
+  // The matrices that read xb_ (every layer's Q/K/V and gate/up), hb_
+  // (ffn_down) and att_ (wo): what those are reserved for.
+  std::vector<Matrix> xb_readers_, hb_readers_, att_readers_;
   AttentionCapture* capture_ = nullptr;
   std::vector<float> rope_cs_;        // per row of a step: RoPE cos/sin pairs (rope_angles)
   std::vector<float> rope_cs_local_;  // the same for sliding layers with their own base (gemma3)
