@@ -265,8 +265,9 @@ void Decoder::forward(int64_t M, const int64_t* seqs, const int64_t* pos) {
     return std::array<Matrix, 2>{w.ffn_gate, w.ffn_up};
   };
 
-  // A batched decode step in a team: the passes that write xb and hb
-  // quantize their rows for the block GEMMs that read them.
+  // A batched decode step in a team: the passes that write xb and hb, and a
+  // row pass after the attention for att, quantize their rows for the block
+  // GEMMs that read them.
   const bool quantize_ahead = decode && M >= 2 && M <= kMaxTeamRows && options_.decode_team;
   xb_quantized_.reserve(xb_readers_.data(), quantize_ahead ? static_cast<int>(xb_readers_.size()) : 0, M);
   hb_quantized_.reserve(hb_readers_.data(), quantize_ahead ? static_cast<int>(hb_readers_.size()) : 0, M);
