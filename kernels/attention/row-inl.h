@@ -153,12 +153,19 @@ HWY_INLINE void RowBlockRows(DF df, const float* qs, size_t d, const uint8_t* kb
   const size_t N = hn::Lanes(df);
   // Keys go in even counts (the first tree level pairs them); one odd key last.
   constexpr int KB = std::max(2, RowKB<RB>() / 2 * 2);
+  // Rows of f32, bf16 or f16 that fill whole lines (kD known): the steady
+  // state's prefetch loops unroll (RowPrefetch::KeysOf).
+  constexpr int64_t kElem = T == DType::F32 ? 4 : 2;
+  constexpr int64_t kRowBytes =
+      kD != 0 && (T == DType::F32 || T == DType::F16 || T == DType::BF16) && kD * kElem % 64 == 0
+          ? static_cast<int64_t>(kD) * kElem
+          : 0;
   for (size_t jg = 0; jg < nk; jg += N) {
     const size_t ng = std::min(N, nk - jg);
     // Prefetches go out KB keys at a time, between the dot products (RowPrefetch).
     size_t jj = 0;
     for (; jj + KB <= ng; jj += KB) {
-      if (pf) pf->Keys(pf->from + static_cast<int64_t>(jg + jj), KB);
+      if (pf) pf->KeysOf<KB, kRowBytes>(pf->from + static_cast<int64_t>(jg + jj));
       RowDots<T, RB, KB, kD>(df, qs, d, kblk + static_cast<int64_t>(jg + jj) * rs, rs, part, jj);
     }
     if (pf && jj < ng) pf->Keys(pf->from + static_cast<int64_t>(jg + jj), static_cast<int64_t>(ng - jj));
