@@ -5,7 +5,9 @@
 // activation broadcasts feeding 12 vpdpbusd) with the broadcast done by
 // vpbroadcastd or by vbroadcastss from memory, or folded into vpdpbusd as an
 // embedded broadcast ({1to16}); and the inputs-in-lanes step (16 input
-// chains, one vbroadcastss per vpdpbusd against lines held in registers).
+// chains, one vbroadcastss per vpdpbusd against lines held in registers);
+// and 12 vpdpbusd with 4 of another operation (BM_vpdpbusd_with: which
+// operations take vpdpbusd's ports).
 // Counters: instructions per second (G/s) and multiply-adds as operations
 // per second (OP/s, 2 each).
 // Rows whose instructions the CPU lacks are skipped with a message.
@@ -14,6 +16,7 @@
 #include <cpuid.h>
 
 #include <cstdint>
+#include <string>
 
 namespace {
 
@@ -155,6 +158,67 @@ __attribute__((target("avx512f,avx512vnni"))) void BM_kstep_lanes(benchmark::Sta
   report(state, 64, 32);
 }
 
+// 12 vpdpbusd with 4 other operations between them (one after every third,
+// writing zmm20-23 from the same operands): whether an operation of the
+// packed tile's epilogue (convert, multiply, fused multiply-add per 8
+// vpdpbusd), its packing (and, shift) or the attention's score tree
+// (shuffles, f16 conversions) issues beside vpdpbusd or takes its ports.
+// G/s counts the vpdpbusd: 12 a loop at the port's peak means the other
+// operation ran elsewhere.
+#define QKV_DP3(a, b, c)                                                                                     \
+  "vpdpbusd %%zmm12, %%zmm13, %%zmm" a "\n\t vpdpbusd %%zmm12, %%zmm13, %%zmm" b "\n\t vpdpbusd %%zmm12, " \
+  "%%zmm13, %%zmm" c "\n\t"
+#define QKV_MIX(op) \
+  QKV_DP3("0", "1", "2") op("20") QKV_DP3("3", "4", "5") op("21") QKV_DP3("6", "7", "8") op("22") QKV_DP3("9", "10", "11") op("23")
+#define QKV_OP_CVT(d) "vcvtdq2ps %%zmm12, %%zmm" d "\n\t"
+#define QKV_OP_MUL(d) "vmulps %%zmm12, %%zmm13, %%zmm" d "\n\t"
+#define QKV_OP_FMA(d) "vfmadd231ps %%zmm12, %%zmm13, %%zmm" d "\n\t"
+#define QKV_OP_ADD(d) "vaddps %%zmm12, %%zmm13, %%zmm" d "\n\t"
+#define QKV_OP_ADDD(d) "vpaddd %%zmm12, %%zmm13, %%zmm" d "\n\t"
+#define QKV_OP_MULLD(d) "vpmulld %%zmm12, %%zmm13, %%zmm" d "\n\t"
+#define QKV_OP_AND(d) "vpandd %%zmm12, %%zmm13, %%zmm" d "\n\t"
+#define QKV_OP_SRL(d) "vpsrlw $4, %%zmm12, %%zmm" d "\n\t"
+#define QKV_OP_SHUF(d) "vshufps $0x88, %%zmm12, %%zmm13, %%zmm" d "\n\t"
+#define QKV_OP_SHUF128(d) "vshuff32x4 $0x88, %%zmm12, %%zmm13, %%zmm" d "\n\t"
+#define QKV_OP_CVTPH(d) "vcvtph2ps %%ymm12, %%zmm" d "\n\t"
+#define QKV_OP_BITSHUF(d) "vpshufbitqmb %%zmm12, %%zmm13, %%k1\n\t"
+#define QKV_CLOBBER_MIX QKV_CLOBBER_0_11, "xmm20", "xmm21", "xmm22", "xmm23"
+
+enum class MixOp { kCvt, kMul, kFma, kAdd, kAddD, kMulLD, kAnd, kSrl, kShuf, kShuf128, kCvtPh, kBitShuf };
+
+__attribute__((target("avx512f,avx512vnni,avx512bitalg"))) void BM_vpdpbusd_with(benchmark::State& state, MixOp op) {
+  if (!has_vnni()) return state.SkipWithError("no AVX512_VNNI on this CPU");
+  if (op == MixOp::kBitShuf && !has_leaf7(2, 12)) return state.SkipWithError("no AVX512_BITALG on this CPU");
+  for (auto _ : state) {
+    QKV_INIT_REGS;
+    __asm__ volatile("vpxord %%zmm20, %%zmm20, %%zmm20\n\t vmovdqa64 %%zmm20, %%zmm21\n\t"
+                     "vmovdqa64 %%zmm20, %%zmm22\n\t vmovdqa64 %%zmm20, %%zmm23" ::
+                         : "xmm20", "xmm21", "xmm22", "xmm23");
+    switch (op) {
+#define QKV_MIX_CASE(e, o) \
+  case MixOp::e:           \
+    for (int64_t i = 0; i < kLoops; ++i) __asm__ volatile(QKV_MIX(o) ::: QKV_CLOBBER_MIX); \
+    break;
+      QKV_MIX_CASE(kCvt, QKV_OP_CVT)
+      QKV_MIX_CASE(kMul, QKV_OP_MUL)
+      QKV_MIX_CASE(kFma, QKV_OP_FMA)
+      QKV_MIX_CASE(kAdd, QKV_OP_ADD)
+      QKV_MIX_CASE(kAddD, QKV_OP_ADDD)
+      QKV_MIX_CASE(kMulLD, QKV_OP_MULLD)
+      QKV_MIX_CASE(kAnd, QKV_OP_AND)
+      QKV_MIX_CASE(kSrl, QKV_OP_SRL)
+      QKV_MIX_CASE(kShuf, QKV_OP_SHUF)
+      QKV_MIX_CASE(kShuf128, QKV_OP_SHUF128)
+      QKV_MIX_CASE(kCvtPh, QKV_OP_CVTPH)
+      case MixOp::kBitShuf:
+        for (int64_t i = 0; i < kLoops; ++i) __asm__ volatile(QKV_MIX(QKV_OP_BITSHUF) ::: QKV_CLOBBER_MIX, "k1");
+        break;
+#undef QKV_MIX_CASE
+    }
+  }
+  report(state, 64);
+}
+
 BENCHMARK(BM_vpdpbusd);
 BENCHMARK(BM_vdpbf16ps);
 BENCHMARK(BM_vfmadd231ps);
@@ -162,6 +226,19 @@ BENCHMARK_CAPTURE(BM_kstep, vpbroadcastd, false);
 BENCHMARK_CAPTURE(BM_kstep, vbroadcastss, true);
 BENCHMARK(BM_kstep_embedded);
 BENCHMARK(BM_kstep_lanes);
+const struct {
+  const char* name;
+  MixOp op;
+} kMixOps[] = {{"vcvtdq2ps", MixOp::kCvt},  {"vmulps", MixOp::kMul},       {"vfmadd231ps", MixOp::kFma},
+               {"vaddps", MixOp::kAdd},     {"vpaddd", MixOp::kAddD},      {"vpmulld", MixOp::kMulLD},
+               {"vpandd", MixOp::kAnd},     {"vpsrlw", MixOp::kSrl},       {"vshufps", MixOp::kShuf},
+               {"vshuff32x4", MixOp::kShuf128}, {"vcvtph2ps", MixOp::kCvtPh}, {"vpshufbitqmb", MixOp::kBitShuf}};
+const bool g_mix_registered = [] {
+  for (const auto& m : kMixOps) {
+    benchmark::RegisterBenchmark((std::string("BM_vpdpbusd_with/") + m.name).c_str(), BM_vpdpbusd_with, m.op);
+  }
+  return true;
+}();
 
 }  // namespace
 
