@@ -184,37 +184,36 @@ __attribute__((target("avx512f,avx512vnni"))) void BM_kstep_lanes(benchmark::Sta
 #define QKV_OP_BITSHUF(d) "vpshufbitqmb %%zmm12, %%zmm13, %%k1\n\t"
 #define QKV_CLOBBER_MIX QKV_CLOBBER_0_11, "xmm20", "xmm21", "xmm22", "xmm23"
 
-enum class MixOp { kCvt, kMul, kFma, kAdd, kAddD, kMulLD, kAnd, kSrl, kShuf, kShuf128, kCvtPh, kBitShuf };
+// One loop of each mix; "k1" clobbered for vpshufbitqmb, which writes it.
+#define QKV_MIX_LOOP(fn, op)                                                                   \
+  __attribute__((target("avx512f,avx512vnni,avx512bitalg"))) void fn() {                       \
+    for (int64_t i = 0; i < kLoops; ++i) __asm__ volatile(QKV_MIX(op) ::: QKV_CLOBBER_MIX, "k1"); \
+  }
+QKV_MIX_LOOP(MixCvt, QKV_OP_CVT)
+QKV_MIX_LOOP(MixMul, QKV_OP_MUL)
+QKV_MIX_LOOP(MixFma, QKV_OP_FMA)
+QKV_MIX_LOOP(MixAdd, QKV_OP_ADD)
+QKV_MIX_LOOP(MixAddD, QKV_OP_ADDD)
+QKV_MIX_LOOP(MixMulLD, QKV_OP_MULLD)
+QKV_MIX_LOOP(MixAnd, QKV_OP_AND)
+QKV_MIX_LOOP(MixSrl, QKV_OP_SRL)
+QKV_MIX_LOOP(MixShuf, QKV_OP_SHUF)
+QKV_MIX_LOOP(MixShuf128, QKV_OP_SHUF128)
+QKV_MIX_LOOP(MixCvtPh, QKV_OP_CVTPH)
+QKV_MIX_LOOP(MixBitShuf, QKV_OP_BITSHUF)
+#undef QKV_MIX_LOOP
 
-__attribute__((target("avx512f,avx512vnni,avx512bitalg"))) void BM_vpdpbusd_with(benchmark::State& state, MixOp op) {
+// bitalg: the loop needs AVX512_BITALG (vpshufbitqmb) as well.
+__attribute__((target("avx512f,avx512vnni"))) void BM_vpdpbusd_with(benchmark::State& state, void (*loop)(),
+                                                                     bool bitalg) {
   if (!has_vnni()) return state.SkipWithError("no AVX512_VNNI on this CPU");
-  if (op == MixOp::kBitShuf && !has_leaf7(2, 12)) return state.SkipWithError("no AVX512_BITALG on this CPU");
+  if (bitalg && !has_leaf7(2, 12)) return state.SkipWithError("no AVX512_BITALG on this CPU");
   for (auto _ : state) {
     QKV_INIT_REGS;
     __asm__ volatile("vpxord %%zmm20, %%zmm20, %%zmm20\n\t vmovdqa64 %%zmm20, %%zmm21\n\t"
                      "vmovdqa64 %%zmm20, %%zmm22\n\t vmovdqa64 %%zmm20, %%zmm23" ::
                          : "xmm20", "xmm21", "xmm22", "xmm23");
-    switch (op) {
-#define QKV_MIX_CASE(e, o) \
-  case MixOp::e:           \
-    for (int64_t i = 0; i < kLoops; ++i) __asm__ volatile(QKV_MIX(o) ::: QKV_CLOBBER_MIX); \
-    break;
-      QKV_MIX_CASE(kCvt, QKV_OP_CVT)
-      QKV_MIX_CASE(kMul, QKV_OP_MUL)
-      QKV_MIX_CASE(kFma, QKV_OP_FMA)
-      QKV_MIX_CASE(kAdd, QKV_OP_ADD)
-      QKV_MIX_CASE(kAddD, QKV_OP_ADDD)
-      QKV_MIX_CASE(kMulLD, QKV_OP_MULLD)
-      QKV_MIX_CASE(kAnd, QKV_OP_AND)
-      QKV_MIX_CASE(kSrl, QKV_OP_SRL)
-      QKV_MIX_CASE(kShuf, QKV_OP_SHUF)
-      QKV_MIX_CASE(kShuf128, QKV_OP_SHUF128)
-      QKV_MIX_CASE(kCvtPh, QKV_OP_CVTPH)
-      case MixOp::kBitShuf:
-        for (int64_t i = 0; i < kLoops; ++i) __asm__ volatile(QKV_MIX(QKV_OP_BITSHUF) ::: QKV_CLOBBER_MIX, "k1");
-        break;
-#undef QKV_MIX_CASE
-    }
+    loop();
   }
   report(state, 64);
 }
@@ -228,14 +227,14 @@ BENCHMARK(BM_kstep_embedded);
 BENCHMARK(BM_kstep_lanes);
 const struct {
   const char* name;
-  MixOp op;
-} kMixOps[] = {{"vcvtdq2ps", MixOp::kCvt},  {"vmulps", MixOp::kMul},       {"vfmadd231ps", MixOp::kFma},
-               {"vaddps", MixOp::kAdd},     {"vpaddd", MixOp::kAddD},      {"vpmulld", MixOp::kMulLD},
-               {"vpandd", MixOp::kAnd},     {"vpsrlw", MixOp::kSrl},       {"vshufps", MixOp::kShuf},
-               {"vshuff32x4", MixOp::kShuf128}, {"vcvtph2ps", MixOp::kCvtPh}, {"vpshufbitqmb", MixOp::kBitShuf}};
-const bool g_mix_registered = [] {
-  for (const auto& m : kMixOps) {
-    benchmark::RegisterBenchmark((std::string("BM_vpdpbusd_with/") + m.name).c_str(), BM_vpdpbusd_with, m.op);
+  void (*loop)();
+} kMixes[] = {{"vcvtdq2ps", MixCvt}, {"vmulps", MixMul},   {"vfmadd231ps", MixFma},   {"vaddps", MixAdd},
+              {"vpaddd", MixAddD},   {"vpmulld", MixMulLD}, {"vpandd", MixAnd},       {"vpsrlw", MixSrl},
+              {"vshufps", MixShuf},  {"vshuff32x4", MixShuf128}, {"vcvtph2ps", MixCvtPh}, {"vpshufbitqmb", MixBitShuf}};
+const bool g_mixes_registered = [] {
+  for (const auto& m : kMixes) {
+    benchmark::RegisterBenchmark((std::string("BM_vpdpbusd_with/") + m.name).c_str(), BM_vpdpbusd_with, m.loop,
+                                 m.loop == MixBitShuf);
   }
   return true;
 }();

@@ -39,27 +39,16 @@ struct RowPrefetch {
   // covers most of the DRAM latency; these requests land the lines in L1 in time).
   static int64_t Distance(int64_t row_bytes) { return std::max<int64_t>(8, 2048 / std::max<int64_t>(row_bytes, 1)); }
 
-  // Keys(j, kN) for rows of kBytes (a multiple of 64; 0: row_bytes at run
-  // time): the loops unroll into kN * kBytes / 64 prefetches per stream.
-  template <int64_t kN, int64_t kBytes>
-  HWY_INLINE void KeysOf(int64_t j) const {
-    if (kBytes == 0 || j + kN > hi) return Keys(j, kN);
-    const uint8_t* kp = kbase + j * krs;
-    const uint8_t* vp = vbase + j * vrs;
-    for (int64_t jj = 0; jj < kN; ++jj, kp += krs, vp += vrs) {
-      for (int64_t off = 0; off < kBytes; off += 64) {
-        hwy::Prefetch(kp + off);
-        hwy::Prefetch(vp + off);
-      }
-    }
-  }
-
+  // Keys [j, j + n) below hi. kBytes: the row size when the caller knows it
+  // at compile time (a multiple of 64), so that each row's prefetches unroll;
+  // 0: row_bytes.
+  template <int64_t kBytes = 0>
   HWY_INLINE void Keys(int64_t j, int64_t n) const {
-    const int64_t end = std::min(j + n, hi);
+    const int64_t end = std::min(j + n, hi), bytes = kBytes != 0 ? kBytes : row_bytes;
     const uint8_t* kp = kbase + j * krs;
     const uint8_t* vp = vbase + j * vrs;
     for (int64_t jj = j; jj < end; ++jj, kp += krs, vp += vrs) {
-      for (int64_t off = 0; off < row_bytes; off += 64) {
+      for (int64_t off = 0; off < bytes; off += 64) {
         hwy::Prefetch(kp + off);
         hwy::Prefetch(vp + off);
       }

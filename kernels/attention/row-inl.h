@@ -154,7 +154,7 @@ HWY_INLINE void RowBlockRows(DF df, const float* qs, size_t d, const uint8_t* kb
   // Keys go in even counts (the first tree level pairs them); one odd key last.
   constexpr int KB = std::max(2, RowKB<RB>() / 2 * 2);
   // Rows of f32, bf16 or f16 that fill whole lines (kD known): the steady
-  // state's prefetch loops unroll (RowPrefetch::KeysOf).
+  // state's prefetches unroll per row (RowPrefetch::Keys).
   constexpr int64_t kElem = T == DType::F32 ? 4 : 2;
   constexpr int64_t kRowBytes =
       kD != 0 && (T == DType::F32 || T == DType::F16 || T == DType::BF16) && kD * kElem % 64 == 0
@@ -165,7 +165,7 @@ HWY_INLINE void RowBlockRows(DF df, const float* qs, size_t d, const uint8_t* kb
     // Prefetches go out KB keys at a time, between the dot products (RowPrefetch).
     size_t jj = 0;
     for (; jj + KB <= ng; jj += KB) {
-      if (pf) pf->KeysOf<KB, kRowBytes>(pf->from + static_cast<int64_t>(jg + jj));
+      if (pf) pf->template Keys<kRowBytes>(pf->from + static_cast<int64_t>(jg + jj), KB);
       RowDots<T, RB, KB, kD>(df, qs, d, kblk + static_cast<int64_t>(jg + jj) * rs, rs, part, jj);
     }
     if (pf && jj < ng) pf->Keys(pf->from + static_cast<int64_t>(jg + jj), static_cast<int64_t>(ng - jj));
