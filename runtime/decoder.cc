@@ -302,6 +302,11 @@ void Decoder::forward(int64_t M, const int64_t* seqs, const int64_t* pos) {
       float* const qkv_out[3] = {q_.data(), k_.data(), v_.data()};
       matmul_multi(qkv.data(), qkv_out, 3, xb_.data(), M, xbq);
       each_share(M, q_dim + 2 * kv_dim, [&](int64_t lo, int64_t hi) {
+        // The rows' cache lines are requested first, so their reads from
+        // DRAM overlap the RoPE instead of each store waiting for its own.
+        if (decode) {
+          for (int64_t m = lo; m < hi; ++m) cache_.prefetch_store(l, seqs[m], pos[m]);
+        }
         for (int64_t m = lo; m < hi; ++m) {
           float* q = &q_[m * q_dim];
           float* k = &k_[m * kv_dim];

@@ -131,6 +131,20 @@ void KVCache::store(int64_t layer, int64_t seq, int64_t pos, int64_t n, const fl
   extent = std::max(extent, pos + n);
 }
 
+void KVCache::prefetch_store(int64_t layer, int64_t seq, int64_t pos) const {
+  if (layer < 0 || layer >= config_.n_layers || seq < 0 || seq >= config_.n_seqs || pos < 0 ||
+      pos >= config_.capacity) {
+    return;
+  }
+  for (int kv = 0; kv < 2; ++kv) {
+    const uint8_t* row = seq_base(layer, kv, seq) + pos * row_bytes_;
+    for (int64_t h = 0; h < config_.n_kv_heads; ++h, row += head_bytes_) {
+      for (int64_t b = 0; b < row_bytes_; b += 64) __builtin_prefetch(row + b, 1, 3);
+      __builtin_prefetch(row + row_bytes_ - 1, 1, 3);  // rows that do not start a line end in one more
+    }
+  }
+}
+
 void KVCache::commit(int64_t seq, int64_t new_length) {
   check_seq(seq, "commit");
   QKV_CHECK(new_length >= 0 && new_length <= config_.capacity, "KV cache commit: length ",

@@ -61,6 +61,11 @@ class KVCache {
   // converted to the cache's type. The length is not changed: the decoder writes
   // every layer, then commit()s.
   void store(int64_t layer, int64_t seq, int64_t pos, int64_t n, const float* k, const float* v);
+  // Asks for the cache lines that store(layer, seq, pos, 1, ...) will write,
+  // for writing (a hint: no effect on results; out-of-range arguments are
+  // ignored). A decode step's row is in DRAM until then, and the store
+  // would wait for each line in turn.
+  void prefetch_store(int64_t layer, int64_t seq, int64_t pos) const;
   // Sets length(seq) to new_length (<= capacity) after every layer was stored.
   void commit(int64_t seq, int64_t new_length);
   // Appends n positions to every layer at once: k, v are [n_layers][n][kv_dim].
