@@ -6,6 +6,7 @@
 #include <hwy/targets.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -330,6 +331,19 @@ TEST_CASE("every misuse is a clear error") {
     CHECK(c.length(0) == 3);
     CHECK(c.stored(0, 0) == 3);
     CHECK(c.stored(1, 0) == 3);
+  }
+  SUBCASE("prefetch_store, a hint, ignores what store refuses") {
+    for (const auto& [l, s, p] : {std::array<int64_t, 3>{-1, 0, 0}, {2, 0, 0}, {0, -1, 0}, {0, 2, 0},
+                                  {0, 0, -1}, {0, 0, 6}, {0, 0, int64_t{1} << 62}}) {
+      CAPTURE(l);
+      CAPTURE(s);
+      CAPTURE(p);
+      CHECK_NOTHROW(c.prefetch_store(l, s, p));
+      CHECK_THROWS_AS(c.store(l, s, p, 1, k.data(), v.data()), Error);
+    }
+    CHECK_NOTHROW(c.prefetch_store(0, 0, 3));  // the next row, in range
+    CHECK(c.length(0) == 3);
+    CHECK(c.stored(0, 0) == 3);
   }
   SUBCASE("commit beyond what every layer stored, or outside the capacity") {
     CHECK_THROWS_WITH_AS(c.commit(0, 4), doctest::Contains("store every layer first"), Error);
