@@ -80,10 +80,12 @@ double extra_tolerance(DType t, int64_t M) {
 }
 
 // The packed-weight kernel of prefill-sized batches: ggml's exact integer
-// sub-block sums, then per sub-block one f32 product of the two scales, one
-// fused multiply-add into the accumulator and one for the min term, each
-// rounding within 2^-24 of a partial sum below sum |terms|: (2 * sub-blocks +
-// 16) * 2^-24 of it, sub-blocks of at least 16 values, against the fp64
+// sub-block sums, then per sub-block one f32 product of the two scales (the
+// K-quants: none) and one fused multiply-add into the accumulator (the
+// K-quants: into the super-block's sum), one for the min term, and per
+// K-quant super-block one more (its sum times da), each rounding within
+// 2^-24 of a partial sum below sum |terms|: (2 * sub-blocks + super-blocks
+// + 16) * 2^-24 of it, sub-blocks of at least 16 values, against the fp64
 // reference on each input's own activation blocks. A wrong nibble, scale,
 // min or sub-block is of the order of a whole term, far outside it.
 void check_packed(const TestMatrix& w, const std::vector<float>& X, int64_t M, const std::vector<float>& Y) {
@@ -97,7 +99,7 @@ void check_packed(const TestMatrix& w, const std::vector<float>& X, int64_t M, c
     const ActRef a = dequantized_activation(t, xa, static_cast<size_t>(cols));
     for (int64_t r = 0; r < rows; ++r) {
       const RowRef ref = row_reference(t, w.bytes.data() + r * rb, static_cast<size_t>(cols), a);
-      const double tol = (double(cols) / 8 + 16) * 0x1p-24 * ref.mag + 1e-30;
+      const double tol = (double(cols) / 8 + double(cols) / 256 + 16) * 0x1p-24 * ref.mag + 1e-30;
       const double err = std::fabs(double(Y[m * rows + r]) - ref.value);
       if (!(err <= tol) && bad++ < 3) {
         CHECK_MESSAGE(false, "m=", m, " r=", r, " got ", Y[m * rows + r], " want ", ref.value, " tol ", tol);

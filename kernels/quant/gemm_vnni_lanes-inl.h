@@ -32,7 +32,8 @@ constexpr size_t kLanesPrefetchBytes = 8192;
 // PackedFloatsPerInput floats whatever M): per column quad q, 16 lanes of 4
 // activation bytes (act + 16 q); per sub-block j (PackedType's, cols / S of
 // them), 16 lanes each of da (the activation scale), ms (the min factor:
-// Q8_1's s, or Q8_K's d times the sub-block's sum; 0 without a weight min)
+// Q8_1's s, or the Q8_K sub-block's sum, da applied per super-block; 0
+// without a weight min)
 // and corr (-offset * the sub-block's activation sum); lanes from M on are zero.
 struct LanesInputs {
   const uint32_t* act;
@@ -135,11 +136,17 @@ QKV_VNNI_TARGET void TileLanesK(const uint8_t* HWY_RESTRICT w, size_t stride, si
   constexpr size_t kLines = T::kS / 4;
   HWY_ALIGN uint8_t u[R][kQK];
   HWY_ALIGN float sd[R][16], sm[R][16];
-  __m512 acc[R];
+  __m512 acc[R], super_f[R];  // super_f: a super-block's f32 sums (not kSuper)
   __m512i super[R];
+  // Without kSuper the accumulators stay in memory, touched once a
+  // super-block (in registers beside super_f and the sums, the loop spilled).
+  HWY_ALIGN float acc_mem[R * 16];
+  float* acc_k = acc_mem;
+  __asm__("" : "+r"(acc_k));
   QKV_UNROLL_LANES for (size_t r = 0; r < R; ++r) {
-    acc[r] = _mm512_setzero_ps();
+    acc[r] = super_f[r] = _mm512_setzero_ps();
     super[r] = _mm512_setzero_si512();
+    if constexpr (!T::kSuper) _mm512_store_ps(acc_k + 16 * r, acc[r]);
   }
   for (size_t i = 0; i < nsb; ++i) {
     QKV_UNROLL_LANES for (size_t r = 0; r < R; ++r) {
@@ -173,11 +180,27 @@ QKV_VNNI_TARGET void TileLanesK(const uint8_t* HWY_RESTRICT w, size_t stride, si
         }
         continue;
       }
-      AddSubBlock<T::kMin>(acc, sum, in.da + sub * 16, in.ms + sub * 16, [&](size_t r) { return sd[r][j]; },
-                           [&](size_t r) { return sm[r][j]; });
+      // The packed kernel's terms: the super-block's f32 sum without da,
+      // times da at its last sub-block.
+      QKV_UNROLL_LANES for (size_t r = 0; r < R; ++r) {
+        const __m512 prev = j == 0 ? _mm512_setzero_ps() : super_f[r];
+        super_f[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum[r]), _mm512_set1_ps(sd[r][j]), prev);
+      }
+      if constexpr (T::kMin) {
+        const __m512 msv = _mm512_loadu_ps(in.ms + sub * 16);
+        QKV_UNROLL_LANES for (size_t r = 0; r < R; ++r) {
+          super_f[r] = _mm512_fmadd_ps(msv, _mm512_set1_ps(sm[r][j]), super_f[r]);
+        }
+      }
+      if (j + 1 == T::kSubs) {
+        const __m512 da = _mm512_loadu_ps(in.da + sub * 16);
+        QKV_UNROLL_LANES for (size_t r = 0; r < R; ++r) {
+          _mm512_store_ps(acc_k + 16 * r, _mm512_fmadd_ps(super_f[r], da, _mm512_load_ps(acc_k + 16 * r)));
+        }
+      }
     }
   }
-  QKV_UNROLL_LANES for (size_t r = 0; r < R; ++r) out[r] = acc[r];
+  QKV_UNROLL_LANES for (size_t r = 0; r < R; ++r) out[r] = T::kSuper ? acc[r] : _mm512_load_ps(acc_k + 16 * r);
 }
 
 // The tile of R rows for Dec's block size: nb blocks (super-blocks) per row.

@@ -16,14 +16,18 @@
 //
 // Per sub-block j of S values (32, or 16 for Q2_K, Q3_K and Q6_K) and input
 // m, the integer sum starts at -offset * (the sub-block's activation sum), so
-// it ends exact and offset-free, then
+// it ends exact and offset-free, then for the 32-value types
 //   acc[m] += float(sum) * (da[m][j] * dw[j]) + ms[m][j] * mw[j],
-// da the activation block's scale, ms its min factor (Q8_1: s; Q8_K: d times
-// the sub-block's bsums). These are ggml's terms summed in another order
-// than its 8-lane kernels (which sum a super-block's integers first): the
-// outputs differ from quant_dot_rows' by f32 rounding, within the bound of
-// tests/test_quant_matmul.cc. Q6_K sums its super-blocks' integers first
-// (PackedType::kSuper): acc[m] += float(sum_j sc_j * sum_j) * (da[m] * d).
+// da the activation block's scale, ms its min factor (Q8_1's s). The
+// K-quants' activation (Q8_K) has one scale per super-block: per sub-block
+//   sup[m] += float(sum) * dw[j] + ms[m][j] * mw[j]  (ms: the sub-block's bsums),
+// and at its last sub-block acc[m] += sup[m] * da[m]: two f32 operations a
+// sub-block instead of three (1.1B Q4_K_M prefill 256 +3% to +19% in four
+// alternated rounds, docs/design.md). These are ggml's terms summed in
+// another order than its 8-lane kernels (which sum a super-block's integers
+// first): the outputs differ from quant_dot_rows' by f32 rounding, within
+// the bound of tests/test_quant_matmul.cc. Q6_K sums its super-blocks'
+// integers first (PackedType::kSuper): acc[m] += float(sum_j sc_j * sum_j) * (da[m] * d).
 //
 // A tile is 32 rows (two packed groups) x kPackedC inputs: 2 x kPackedC
 // int32 sums and as many f32 accumulators in registers; per 4 columns two
@@ -354,7 +358,8 @@ HWY_INLINE size_t PackedFloatsPerInput(size_t cols) {
 }
 
 // Sub-block j's terms of one input's quantized row: da (the activation
-// scale), ms (its min factor for the types with a min, else 0) and corr
+// scale), ms (its min factor for the types with a min, else 0; Q8_K: the
+// sub-block's sum, the kernels apply da per super-block) and corr
 // (-offset * the sub-block's activation sum), as both kernels' tables hold them.
 template <class Dec>
 QKV_VNNI_INLINE void SubBlockTerms(const uint8_t* row, size_t j, float* da, float* ms, int32_t* corr) {
@@ -370,7 +375,7 @@ QKV_VNNI_INLINE void SubBlockTerms(const uint8_t* row, size_t j, float* da, floa
     std::memcpy(bs, blk + offsetof(A, bsums) + (j % T::kSubs) * n16 * 2, n16 * 2);
     asum = bs[0] + (n16 == 2 ? bs[1] : 0);
     *da = dk;
-    *ms = T::kMin ? dk * static_cast<float>(asum) : 0.0f;
+    *ms = T::kMin ? static_cast<float>(asum) : 0.0f;
   } else {
     *da = HalfAt(row + j * sizeof(A) + offsetof(A, d));
     if constexpr (T::kMin) {
@@ -422,9 +427,20 @@ QKV_VNNI_TARGET void TilePacked(const float* HWY_RESTRICT tile, size_t subs, con
   const __mmask16 hi = static_cast<__mmask16>(n >= 32 ? 0xFFFF : n <= 16 ? 0 : (1u << (n - 16)) - 1);
   __m512 acc[C][2];
   __m512i super[C][2];  // kSuper: the super-block's integer sums
+  __m512 super_f[C][2];  // the other K-quants: its f32 sums
+  // Their accumulators in memory, touched once a super-block: in registers
+  // beside the sums and super_f (36), the tile's loop spilled.
+  HWY_ALIGN float acc_mem[C * 32];
+  float* acc_k = acc_mem;
+  __asm__("" : "+r"(acc_k));
   QKV_UNROLL_TILE for (size_t c = 0; c < C; ++c) {
     acc[c][0] = acc[c][1] = _mm512_setzero_ps();
     super[c][0] = super[c][1] = _mm512_setzero_si512();
+    super_f[c][0] = super_f[c][1] = _mm512_setzero_ps();
+    if constexpr (T::kK && !T::kSuper) {
+      _mm512_store_ps(acc_k + 32 * c, acc[c][0]);
+      _mm512_store_ps(acc_k + 32 * c + 16, acc[c][1]);
+    }
   }
   for (size_t j = 0; j < subs; ++j) {
     steps->Step();
@@ -468,22 +484,40 @@ QKV_VNNI_TARGET void TilePacked(const float* HWY_RESTRICT tile, size_t subs, con
       }
       continue;
     }
+    // The 32-value types add into the accumulators; the K-quants into the
+    // super-block's f32 sum without da (Q8_K's one scale per 256 values),
+    // which times da goes into the accumulators at its last sub-block: two
+    // f32 operations per sub-block, not three.
+    __m512(&into)[C][2] = T::kK ? super_f : acc;
+    const bool first = T::kK && j % T::kSubs == 0;
     const __m512 d0 = _mm512_load_ps(dw[0] + j * 16), d1 = _mm512_load_ps(dw[1] + j * 16);
     QKV_UNROLL_TILE for (size_t c = 0; c < C; ++c) {
-      const __m512 s = _mm512_set1_ps(da[c]);
-      acc[c][0] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum[c][0]), _mm512_mul_ps(s, d0), acc[c][0]);
-      acc[c][1] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum[c][1]), _mm512_mul_ps(s, d1), acc[c][1]);
+      const __m512 s = _mm512_set1_ps(da[c]), z = _mm512_setzero_ps();
+      into[c][0] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum[c][0]), T::kK ? d0 : _mm512_mul_ps(s, d0), first ? z : into[c][0]);
+      into[c][1] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum[c][1]), T::kK ? d1 : _mm512_mul_ps(s, d1), first ? z : into[c][1]);
     }
     if constexpr (T::kMin) {
       const __m512 m0 = _mm512_load_ps(mw[0] + j * 16), m1 = _mm512_load_ps(mw[1] + j * 16);
       QKV_UNROLL_TILE for (size_t c = 0; c < C; ++c) {
         const __m512 s = _mm512_set1_ps(ms[c]);
-        acc[c][0] = _mm512_fmadd_ps(s, m0, acc[c][0]);
-        acc[c][1] = _mm512_fmadd_ps(s, m1, acc[c][1]);
+        into[c][0] = _mm512_fmadd_ps(s, m0, into[c][0]);
+        into[c][1] = _mm512_fmadd_ps(s, m1, into[c][1]);
+      }
+    }
+    if (T::kK && j % T::kSubs == T::kSubs - 1) {
+      QKV_UNROLL_TILE for (size_t c = 0; c < C; ++c) {
+        const __m512 s = _mm512_set1_ps(da[c]);
+        float* a = acc_k + 32 * c;
+        _mm512_store_ps(a, _mm512_fmadd_ps(super_f[c][0], s, _mm512_load_ps(a)));
+        _mm512_store_ps(a + 16, _mm512_fmadd_ps(super_f[c][1], s, _mm512_load_ps(a + 16)));
       }
     }
   }
   QKV_UNROLL_TILE for (size_t c = 0; c < C; ++c) {
+    if constexpr (T::kK && !T::kSuper) {
+      acc[c][0] = _mm512_load_ps(acc_k + 32 * c);
+      acc[c][1] = _mm512_load_ps(acc_k + 32 * c + 16);
+    }
     _mm512_mask_storeu_ps(y + c * ldy, lo, acc[c][0]);
     _mm512_mask_storeu_ps(y + c * ldy + 16, hi, acc[c][1]);
   }

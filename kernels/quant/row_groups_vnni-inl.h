@@ -261,7 +261,7 @@ struct GroupDecoderK {
 };
 
 // The activation's per-block terms for the K-quants: da (Q8_K's f32 d), and
-// per sub-block ms = da * (its sum) (Q4_K / Q5_K) or corr = -32 * (its sum) (Q6_K).
+// per sub-block ms = its sum (Q4_K / Q5_K) or corr = -32 * (its sum) (Q6_K).
 struct GroupActK {
   std::vector<float> da, ms;
   std::vector<int32_t> corr;
@@ -288,6 +288,7 @@ QKV_GROUP_TARGET void GroupsVnniK(const uint8_t* HWY_RESTRICT w, size_t gstride,
       const __m512 d = D::D(column);
       const __m512 neg_dmin = D::kQ6 ? _mm512_setzero_ps() : D::NegDmin(column);
       __m512i super = _mm512_setzero_si512();
+      __m512 super_f = _mm512_setzero_ps();
       for (size_t p = 0; p < D::kPairs; ++p) {
         __m512i u[2 * kL];
         dec.Pair(column, p, u);
@@ -309,12 +310,16 @@ QKV_GROUP_TARGET void GroupsVnniK(const uint8_t* HWY_RESTRICT w, size_t gstride,
           } else {
             const __m512 dw = _mm512_mul_ps(d, _mm512_cvtepi32_ps(D::ScaleMin(column, j, false)));
             const __m512 mw = _mm512_mul_ps(neg_dmin, _mm512_cvtepi32_ps(D::ScaleMin(column, j, true)));
-            acc[g] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s[h]), _mm512_mul_ps(da, dw), acc[g]);
-            acc[g] = _mm512_fmadd_ps(_mm512_set1_ps(act.ms[i * D::kSubs + j]), mw, acc[g]);
+            super_f = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s[h]), dw, super_f);
+            super_f = _mm512_fmadd_ps(_mm512_set1_ps(act.ms[i * D::kSubs + j]), mw, super_f);
           }
         }
       }
-      if constexpr (D::kQ6) acc[g] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(super), _mm512_mul_ps(da, d), acc[g]);
+      if constexpr (D::kQ6) {
+        acc[g] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(super), _mm512_mul_ps(da, d), acc[g]);
+      } else {
+        acc[g] = _mm512_fmadd_ps(super_f, da, acc[g]);
+      }
     }
   }
   for (size_t g = 0; g < G; ++g) _mm512_storeu_ps(y + g * kRowGroup, acc[g]);
@@ -338,7 +343,7 @@ QKV_GROUP_TARGET void GroupDotTypeK(const uint8_t* groups, size_t cols, const vo
       if constexpr (D::kQ6) {
         act.corr[i * D::kSubs + j] = -32 * a[i].bsums[j];
       } else {
-        act.ms[i * D::kSubs + j] = a[i].d * static_cast<float>(a[i].bsums[2 * j] + a[i].bsums[2 * j + 1]);
+        act.ms[i * D::kSubs + j] = static_cast<float>(a[i].bsums[2 * j] + a[i].bsums[2 * j + 1]);
       }
     }
   }

@@ -387,13 +387,15 @@ HWY_INLINE void GroupDotScalarK(DType t, const uint8_t* groups, size_t cols, con
           acc = std::fma(static_cast<float>(sum), da * H(b.d), acc);
         } else {
           K4Values<B, std::is_same_v<B, BlockQ5_K>>(b, w, sc, m);
+          float super = 0.0f;  // the super-block's sum without da, then times da
           for (size_t j = 0; j < 8; ++j) {
             int32_t isum = 0;
             for (size_t k = 32 * j; k < 32 * j + 32; ++k) isum += int32_t(w[k]) * int32_t(a[i].qs[k]);
-            acc = std::fma(static_cast<float>(isum), da * (H(b.d) * static_cast<float>(sc[j])), acc);
+            super = std::fma(static_cast<float>(isum), H(b.d) * static_cast<float>(sc[j]), super);
             const float asum = static_cast<float>(a[i].bsums[2 * j] + a[i].bsums[2 * j + 1]);
-            acc = std::fma(da * asum, -H(b.dmin) * static_cast<float>(m[j]), acc);
+            super = std::fma(asum, -H(b.dmin) * static_cast<float>(m[j]), super);
           }
+          acc = std::fma(super, da, acc);
         }
       }
       y[g * kRowGroup + r] = acc;
