@@ -176,11 +176,11 @@ typedef struct {
   uint64_t memory_limit;  /* bytes allowed for the model's weights, the KV cache and
                              the activation buffers together; over it creation fails
                              with QKV_ERR_OUT_OF_MEMORY before allocating; 0: no limit */
-  int threads;            /* OpenMP threads for this context's calls; 0: all cores */
+  int threads;            /* OpenMP threads for this context's calls; 0: one per physical core */
   int64_t prefill_batch;  /* prompt tokens per forward batch; 0: 256 */
 } qkv_context_options;
 
-/* Fills options with the defaults (model's context, F16 cache, no limit, all cores). */
+/* Fills options with the defaults (model's context, F16 cache, no limit, one thread per physical core). */
 QKV_API void qkv_context_options_init(qkv_context_options* options);
 /* A context of n_seqs (>= 1) sequence slots on a model (which must outlive
  * it). options may be NULL (defaults). Its KV cache memory is reserved here and
@@ -189,6 +189,12 @@ QKV_API qkv_status qkv_context_create(qkv_model* model, int64_t n_seqs, const qk
                                       qkv_context** context);
 /* Frees a context and its slot sessions (NULL is ignored). */
 QKV_API void qkv_context_free(qkv_context* context);
+/* Builds ahead what the context's prompt passes need: the activation buffers
+ * for prefill_batch rows and the GEMM kernels for every batch of up to that
+ * many rows (a fixed set of row buckets), so that no prompt pays for them. A
+ * server calls it once before it takes requests; without it each is built on
+ * first use. *built (may be NULL): the GEMM kernels it made. */
+QKV_API qkv_status qkv_context_prepare(qkv_context* context, int64_t* built);
 /* Bytes of the context's KV cache (all slots); 0 for NULL. */
 QKV_API uint64_t qkv_context_kv_bytes(const qkv_context* context);
 /* Slot i (0 <= i < n_seqs) of a context as a session. The session belongs to
@@ -331,7 +337,7 @@ typedef struct {
   int64_t window;   /* > 0: sliding window, the query at position p sees keys
                        p - window + 1 .. p (and, without causal, up to p + window - 1) */
   const float* additive_mask; /* [q_len][kv_len] added to the scaled scores (0, -1e9, -INFINITY), or NULL */
-  int threads;      /* 0: all cores */
+  int threads;      /* 0: one per physical core */
 } qkv_attention_params;
 
 /* Fills params with a 1x1x1x1x1x1 shape, default scale, no mask, all cores. */
@@ -361,7 +367,7 @@ QKV_API qkv_status qkv_attention_weights(const qkv_attention_params* params, con
 /* ---- looking inside: attention maps ---- */
 
 /* Attention weights of a prompt in one layer (0 <= layer < n_layers): tokens run
- * from an empty F32 cache in one batch (threads: 0 for all cores), and the
+ * from an empty F32 cache in one batch (threads: 0 for one per physical core), and the
  * causal softmax weights come from the kernel's materialized path. head -1 gives
  * every query head, [n_heads][n_tokens][n_tokens]; head h >= 0 one head,
  * [n_tokens][n_tokens]; row = query token, column = key token (0 above the
@@ -387,7 +393,7 @@ typedef struct {
   int64_t batch;   /* tokens per forward batch; 0 or > n_ctx: n_ctx */
   int64_t chunks;  /* chunks to evaluate; <= 0: all the text holds */
   qkv_type kv_type;
-  int threads;     /* 0: all cores */
+  int threads;     /* 0: one per physical core */
   const char* kl_divergence_write; /* non-NULL: write llama.cpp's base file there */
   const char* kl_divergence_read;  /* non-NULL: compare with this base file; the
                                       tokens come from it (text may be NULL) */
@@ -410,7 +416,7 @@ typedef struct {
 /* Called after each chunk with the running statistics; return nonzero to stop. */
 typedef int (*qkv_perplexity_callback)(const qkv_perplexity_stats* running, void* user);
 
-/* Fills options with the defaults (n_ctx 512, batch = n_ctx, all chunks, F16 cache, all cores). */
+/* Fills options with the defaults (n_ctx 512, batch = n_ctx, all chunks, F16 cache, one thread per physical core). */
 QKV_API void qkv_perplexity_options_init(qkv_perplexity_options* options);
 /* Perplexity of text as llama-perplexity computes it: the text is tokenized
  * (BOS first when the vocabulary adds it) and cut into chunks of n_ctx tokens;

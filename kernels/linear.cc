@@ -622,6 +622,32 @@ void matvec_multi(const Matrix* Ws, float* const* ys, int count, const float* x)
   });
 }
 
+namespace {
+
+// Whether matmul gives W's batches of M > kMatmulSmallMaxM rows to oneDNN.
+bool takes_onednn(const Matrix& W, int64_t M) {
+  return W.cols > 0 && !W.row_groups && !detail::block_gemm_type(W.type, M);
+}
+
+// The precision of W's oneDNN GEMM. Quantized weights decode to f32, not
+// bf16: block values d * q rounded to bf16 err the same way across a block (a
+// scale error per block, which does not average out over a row as the
+// independent rounding errors of F16 weights do): mean KLD of tinystories-3M
+// Q6_K from llama.cpp's logits (first chunk of 128) 1.2e-4 in bf16, 7.3e-5 in
+// f32 (input by input: 2.4e-6).
+detail::GemmPrecision onednn_precision(const Matrix& W) {
+  return dtype_is_quantized(W.type) && ggml_dot_type(W.type) ? detail::GemmPrecision::kF32
+                                                             : detail::default_gemm_precision(W.type);
+}
+
+}  // namespace
+
+int64_t prepare_matmul(const Matrix& W, int64_t max_rows) {
+  check_matrix(W, "prepare_matmul");
+  if (max_rows <= kMatmulSmallMaxM || !takes_onednn(W, max_rows)) return 0;
+  return detail::prepare_matmul_onednn(W, max_rows, onednn_precision(W));
+}
+
 void matmul(const Matrix& W, const float* X, int64_t M, float* Y, const QuantizedInputs* xq) {
   check_matrix(W, "matmul");
   QKV_CHECK(M >= 0, "matmul: negative batch size ", M);
@@ -629,22 +655,14 @@ void matmul(const Matrix& W, const float* X, int64_t M, float* Y, const Quantize
   QKV_CHECK(X != nullptr || W.cols == 0, "matmul: null input");
   QKV_CHECK(Y != nullptr, "matmul: null output");
   if (M == 1) return matvec(W, X, Y);
-  if (M > kMatmulSmallMaxM && !omp_in_parallel() && current_team() == nullptr && W.cols > 0 && !W.row_groups &&
-      !detail::block_gemm_type(W.type, M)) {
+  if (M > kMatmulSmallMaxM && !omp_in_parallel() && current_team() == nullptr && takes_onednn(W, M)) {
     if (dtype_is_quantized(W.type)) {
       static thread_local std::vector<float> xr;
       xr.resize(static_cast<size_t>(M * W.cols));
       detail::activation_round_trip(W.type, X, M, static_cast<size_t>(W.cols), xr.data());
-      // f32, not bf16: block values d * q rounded to bf16 err the same way
-      // across a block (a scale error per block, which does not average out
-      // over a row as the independent rounding errors of F16 weights do):
-      // mean KLD of tinystories-3M Q6_K from llama.cpp's logits (first chunk
-      // of 128) 1.2e-4 in bf16, 7.3e-5 in f32 (input by input: 2.4e-6).
-      return detail::matmul_onednn(W, xr.data(), M, Y,
-                                   ggml_dot_type(W.type) ? detail::GemmPrecision::kF32
-                                                         : detail::default_gemm_precision(W.type));
+      return detail::matmul_onednn(W, xr.data(), M, Y, onednn_precision(W));
     }
-    return detail::matmul_onednn(W, X, M, Y);
+    return detail::matmul_onednn(W, X, M, Y, onednn_precision(W));
   }
   matmul_multi(&W, &Y, 1, X, M, xq);
 }

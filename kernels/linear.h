@@ -66,6 +66,12 @@ class QuantizedInputs {
 // read where the block GEMM runs and holds their type.
 void matmul(const Matrix& W, const float* X, int64_t M, float* Y, const QuantizedInputs* xq = nullptr);
 
+// Builds ahead what matmul(W, ...) needs for batches of up to max_rows rows,
+// so that no call pays for it: oneDNN's GEMM primitives, one per row bucket
+// (kernels/gemm_onednn.cc) where W's prefill goes to oneDNN. Returns how many
+// it built (0 for weights the project's own kernels take, or built before).
+int64_t prepare_matmul(const Matrix& W, int64_t max_rows);
+
 // Several matrices that share one input X (Ws[i].cols all equal): Ys[i] =
 // X·Ws[i]ᵀ, in one parallel pass where the kernel allows (matvec_multi for
 // M = 1, the small-batch GEMM's bf16 path for M <= 16).

@@ -78,6 +78,10 @@ void matmul_block_gemm(const Matrix* Ws, float* const* Ys, int count, const floa
 // Y = X·Wᵀ through oneDNN (M > 0, W checked by the caller, not inside a parallel region).
 void matmul_onednn(const Matrix& W, const float* X, int64_t M, float* Y);
 void matmul_onednn(const Matrix& W, const float* X, int64_t M, float* Y, GemmPrecision p);
+// Builds the oneDNN primitives matmul_onednn(W, ..., p) uses for batches of
+// up to max_rows rows (one per row bucket and GEMM width); returns how many it
+// made (0 when all were built before).
+int64_t prepare_matmul_onednn(const Matrix& W, int64_t max_rows, GemmPrecision p);
 
 // How matvec dots Q8_0 rows: dequantize weights to f32 in registers (exact
 // weights, f32 x), or quantize x per 32-block to int8 and use integer products

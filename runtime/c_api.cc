@@ -315,6 +315,17 @@ uint64_t qkv_context_kv_bytes(const qkv_context* context) {
   return context ? context->decoder->cache().bytes() : 0;
 }
 
+qkv_status qkv_context_prepare(qkv_context* context, int64_t* built) {
+  QKV_REQUIRE(context);
+  if (built) *built = 0;
+  return guarded([&] {
+    ThreadScope threads(context->threads);
+    const int64_t n = context->decoder->prepare_prefill();
+    if (built) *built = n;
+    return QKV_OK;
+  });
+}
+
 uint64_t qkv_session_kv_bytes(const qkv_session* session) {
   return session ? qkv_context_kv_bytes(session->context) : 0;
 }

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "kernels/attention.h"
+#include "kernels/threads/cores.h"
 #include "runtime/attention_map.h"
 #include "runtime/c_api_internal.h"
 #include "runtime/perplexity.h"
@@ -66,7 +67,7 @@ qkv_status attention_call(const qkv_attention_params* p, const float* q, const v
     mask.additive = p->additive_mask;
     qkv::AttentionOptions opts;
     opts.scale = p->scale;
-    opts.threads = p->threads > 0 ? p->threads : omp_get_num_procs();
+    opts.threads = qkv::threads_or_default(p->threads);
     if (weights) {
       QKV_CHECK(checked_product({p->batch, p->q_heads, p->q_len, p->kv_len, 4}),
                 "qkv_attention_weights: the weights' size overflows 64 bits");

@@ -17,6 +17,7 @@
 
 #include "kernels/dtype.h"
 #include "kernels/error.h"
+#include "kernels/threads/cores.h"
 #include "qkv.h"
 #include "runtime/chat_template.h"
 #include "runtime/decoder.h"
@@ -122,7 +123,7 @@ inline qkv::DType to_dtype(const qkv_type& type) {
 class ThreadScope {
  public:
   explicit ThreadScope(int threads) : saved_(omp_get_max_threads()) {
-    omp_set_num_threads(threads > 0 ? threads : omp_get_num_procs());
+    omp_set_num_threads(threads_or_default(threads));
   }
   ~ThreadScope() { omp_set_num_threads(saved_); }
   ThreadScope(const ThreadScope&) = delete;

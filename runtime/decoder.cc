@@ -38,10 +38,12 @@ const float* norm_weights(const Matrix& m) { return static_cast<const float*>(m.
 constexpr int64_t kMaxTeamRows = 16;
 // Outside a team, per-row steps over fewer floats than this stay on one thread.
 constexpr int64_t kMinParallelFloats = int64_t{1} << 16;
+// Inside a team, the smallest range of a per-row step a thread takes at once.
+constexpr int64_t kMinTakeFloats = 512;
 
-// fn(lo, hi) over this thread's share of n rows or elements when a team runs
-// the forward pass (then a sync, so every share is done before the next
-// step); otherwise over all n, in a parallel region of contiguous shares
+// fn(lo, hi) over the ranges of n rows or elements this thread takes when a
+// team runs the forward pass (then a sync, so every range is done before the
+// next step); otherwise over all n, in a parallel region of contiguous shares
 // when the n units of `width` floats are worth it (a prefill's norms,
 // RoPE and activations: run on one thread they left the other idle, ~7% of
 // the samples of a 256-token prefill of 1.1B Q4_K_M in libgomp's wait).
@@ -59,9 +61,12 @@ void each_share(int64_t n, int64_t width, Fn&& fn) {
     }
     return;
   }
+  // Ranges from the team's queue rather than a fixed share, so that a thread
+  // the scheduler holds back (a busy machine) leaves its rows to the others.
+  team->begin_call();
+  const int64_t min_units = std::max<int64_t>(1, kMinTakeFloats / std::max<int64_t>(1, width));
   int64_t lo, hi;
-  team->share(n, &lo, &hi);
-  if (lo < hi) fn(lo, hi);
+  while (team->take(n, min_units, &lo, &hi)) fn(lo, hi);
   team->sync();
 }
 
@@ -124,6 +129,18 @@ std::string Decoder::over_memory_limit(const Model& model, const DecoderOptions&
          std::to_string(r.kv_cache) + " (" + std::to_string(o.n_seqs) + " sequences x " + std::to_string(capacity) +
          " positions, " + dtype_name(o.kv_type) + "), activations " + std::to_string(r.activations) +
          "; over the memory limit of " + std::to_string(limit) + " bytes";
+}
+
+int64_t Decoder::prepare_prefill() {
+  const int64_t rows = std::max<int64_t>(1, options_.prefill_batch);
+  ensure_rows(rows);
+  int64_t built = 0;
+  for (const LayerWeights& w : model_.layers) {
+    for (const Matrix* m : {&w.wq, &w.wk, &w.wv, &w.wo, &w.ffn_gate, &w.ffn_up, &w.ffn_down}) {
+      if (m->rows > 0 && m->cols > 0) built += prepare_matmul(*m, rows);
+    }
+  }
+  return built;
 }
 
 void Decoder::ensure_rows(int64_t M) {

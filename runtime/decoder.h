@@ -80,6 +80,13 @@ class Decoder {
   // checks as prefill(), all made before anything runs.
   const float* prefill_multi(const int64_t* seqs, const int32_t* const* tokens, const int64_t* counts, int64_t n);
 
+  // Builds ahead what a prompt pass of up to prefill_batch rows needs (the
+  // activation buffers, and oneDNN's GEMM primitives for every row bucket of
+  // the layers' matrices), so that no request pays for it; returns the GEMM
+  // primitives it built. The classifier is left out: a prompt pass needs its
+  // logits for one row a sequence (a matvec or the small-batch kernel).
+  int64_t prepare_prefill();
+
   int64_t position(int64_t seq) const { return cache_.length(seq); }
   int64_t context() const { return cache_.config().capacity; }
   int64_t vocab_size() const { return model_.config.vocab_size; }

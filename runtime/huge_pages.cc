@@ -43,4 +43,14 @@ std::shared_ptr<uint8_t> allocate_huge_pages(size_t bytes, const char* what) {
   return std::shared_ptr<uint8_t>(start, [keep](uint8_t* q) { munmap(q, keep); });
 }
 
+std::shared_ptr<uint8_t> allocate_small_pages(size_t bytes, const char* what) {
+  QKV_CHECK(bytes > 0, "allocate_small_pages: no bytes for ", what);
+  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) {
+    fail_as(ErrorKind::kOutOfMemory, what, ": cannot allocate ", bytes, " bytes: ", std::strerror(errno));
+  }
+  madvise(p, bytes, MADV_NOHUGEPAGE);  // advisory: fine if unsupported
+  return std::shared_ptr<uint8_t>(static_cast<uint8_t*>(p), [bytes](uint8_t* q) { munmap(q, bytes); });
+}
+
 }  // namespace qkv

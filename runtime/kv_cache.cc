@@ -65,7 +65,7 @@ KVCache::KVCache(const KVCacheConfig& config) : config_(config) {
 
   QKV_CHECK(total <= std::numeric_limits<size_t>::max(), "KV cache of ", total,
             " bytes does not fit in the address space");
-  storage_ = allocate_huge_pages(static_cast<size_t>(total), "KV cache");
+  storage_ = allocate_small_pages(static_cast<size_t>(total), "KV cache");
   data_ = storage_.get();
   // The bookkeeping is allocated only once the cache itself exists: it is O(layers
   // x sequences), which an absurd configuration could make large too.

@@ -9,6 +9,7 @@
 #include "kernels/dtype.h"
 #include "kernels/error.h"
 #include "kernels/quant/quantize.h"
+#include "kernels/threads/cores.h"
 #include "runtime/atomic_file.h"
 
 namespace qkv {
@@ -110,7 +111,7 @@ QuantizeSummary quantize_gguf(const std::string& in, const std::string& out, con
                               const QuantizeOptions& options) {
   const GGUFFile g = GGUFFile::open(in);
   const QuantModelInfo info = quant_model_info(g);
-  const int threads = options.threads > 0 ? options.threads : omp_get_num_procs();
+  const int threads = threads_or_default(options.threads);
   FILE* log = options.log;
 
   GGUFWriter w(3, g.alignment());

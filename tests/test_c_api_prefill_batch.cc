@@ -164,3 +164,33 @@ TEST_CASE("c api: qkv_prefill_batch refuses bad calls and changes nothing") {
   qkv_context_free(other);
   qkv_context_free(c);
 }
+
+TEST_CASE("qkv_context_prepare builds the prompt passes' kernels once and changes no result") {
+  CHECK(qkv_context_prepare(nullptr, nullptr) == QKV_ERR_INVALID_ARGUMENT);
+  TinyModel tiny;
+  qkv_context_options o = f32_options(128);
+  o.prefill_batch = 64;
+  qkv_context *prepared = nullptr, *plain = nullptr;
+  REQUIRE(qkv_context_create(tiny.model, 1, &o, &prepared) == QKV_OK);
+  REQUIRE(qkv_context_create(tiny.model, 1, &o, &plain) == QKV_OK);
+  int64_t built = -1;
+  REQUIRE(qkv_context_prepare(prepared, &built) == QKV_OK);
+  CHECK(built >= 0);  // 0 when an earlier case here built these shapes already
+  CHECK(qkv_context_prepare(prepared, &built) == QKV_OK);
+  CHECK(built == 0);  // every bucket up to 64 rows is there now
+  CHECK(qkv_context_prepare(plain, nullptr) == QKV_OK);  // the count is optional
+  // A prompt of 40 rows (a 48-row bucket) gives the same logits either way.
+  qkv_context* fresh = nullptr;
+  REQUIRE(qkv_context_create(tiny.model, 1, &o, &fresh) == QKV_OK);
+  qkv_session *a = nullptr, *b = nullptr;
+  REQUIRE(qkv_context_session(prepared, 0, &a) == QKV_OK);
+  REQUIRE(qkv_context_session(fresh, 0, &b) == QKV_OK);
+  const std::vector<int32_t> p = prompt(40, 3);
+  std::vector<float> la(kVocab), lb(kVocab);
+  REQUIRE(qkv_session_prefill(a, p.data(), 40, la.data(), kVocab) == QKV_OK);
+  REQUIRE(qkv_session_prefill(b, p.data(), 40, lb.data(), kVocab) == QKV_OK);
+  CHECK(la == lb);
+  qkv_context_free(fresh);
+  qkv_context_free(plain);
+  qkv_context_free(prepared);
+}

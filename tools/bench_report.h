@@ -71,6 +71,17 @@ struct BenchModelInfo {
   uint64_t parameters = 0, weight_bytes = 0, weight_bytes_read_per_token = 0, kv_bytes_per_token = 0;
 };
 
+// A fresh process's start: the model file loaded, then a decoder of the
+// model's own context and a prefill of a short prompt, the first token's
+// logits ready (what `qkv run` waits for before its first token).
+struct ColdStart {
+  bool measured = false;
+  double load_ms = 0;         // reading the file's header and mapping or copying its weights
+  double first_token_ms = 0;  // after the load: the decoder made, the prompt prefilled
+  int64_t prompt_tokens = 0, context = 0;
+  double weights_read_ms = 0;  // one read of the weights from memory, all threads
+};
+
 struct BenchReport {
   std::string version, simd_target;
   BenchModelInfo model;
@@ -80,6 +91,7 @@ struct BenchReport {
   double load_average_start = -1, load_average_end = -1;  // 1-minute; -1: unknown
   bool has_probe = false;
   ProbeResult probe;
+  ColdStart cold;
   std::vector<BenchRow> rows;
 
   // "143M f16 kv=f16 t=2": one line in a plot legend.

@@ -24,7 +24,7 @@ const char* kAttentionUsage =
     "  --head H|all          query head (default all)\n"
     "  -o, --output PATH     write the heatmaps as SVG\n"
     "  --json                print the tokens and weight matrices as JSON\n"
-    "  -t, --threads N       threads (default: all cores)\n";
+    "  -t, --threads N       threads (default: one per physical core)\n";
 
 // -1 for "all", else a number in [0, n).
 int64_t parse_choice(const char* flag, const std::string& s, int64_t n) {

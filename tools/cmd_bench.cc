@@ -23,6 +23,7 @@
 #include "kernels/dtype.h"
 #include "kernels/error.h"
 #include "kernels/machine/probe.h"
+#include "kernels/threads/cores.h"
 #include "kernels/simd_target.h"
 #include "runtime/atomic_file.h"
 #include "runtime/decoder.h"
@@ -54,7 +55,7 @@ const char* kBenchUsage =
     "  --huge-pages            copy the weights into memory advised for transparent huge pages first\n"
     "                          (diagnostic: peak RSS then counts the weights twice)\n"
     "  --kv-type T             KV cache type: f32, f16 (default), bf16, q8_0\n"
-    "  -t, --threads N         threads (default: all cores)\n"
+    "  -t, --threads N         threads (default: one per physical core)\n"
     "  --prompt-lengths LIST   prefill prompt lengths (default 128,512,2048; 'none' skips)\n"
     "  --depths LIST           decode depths (default 0,1024,4096; 'none' skips)\n"
     "  --batches LIST          sequences stepping together (default 1,4,16; 'none' skips)\n"
@@ -216,6 +217,11 @@ double prefill_flops(const ModelConfig& c, int64_t L) {
 
 // Passes over the weights after each timed repetition (see Bench::repeat).
 constexpr int kPairedPasses = 2;
+// The cold start's prompt (more than 16 tokens: the prefill GEMM, not the
+// small-batch kernel) and its context: the model's own, as `qkv run` takes
+// it, up to what `qkv serve` gives a slot by default.
+constexpr int64_t kColdPromptTokens = 32;
+constexpr int64_t kColdContextCap = 4096;
 
 class Bench {
  public:
@@ -237,6 +243,7 @@ class Bench {
   }
 
   void run() {
+    if (report_.cold.measured) cold_start();
     if (!o_.prompt_lengths.empty() || !o_.depths.empty()) {
       DecoderOptions d;
       d.context = std::max<int64_t>(max_of(o_.prompt_lengths), max_of(o_.depths) + o_.steps);
@@ -252,6 +259,37 @@ class Bench {
   }
 
  private:
+  // The first token of a fresh process after its load (report_.cold.load_ms):
+  // a decoder of the model's own context, as `qkv run` makes by default, and
+  // a prefill of kColdPromptTokens, before anything else has run; then one
+  // read of the weights, for scale. Left out when that decoder is over
+  // --memory-limit.
+  void cold_start() {
+    DecoderOptions d;
+    const int64_t trained = model_.config.context_length;
+    d.context = trained > 0 ? std::min(trained, kColdContextCap) : kColdContextCap;
+    d.kv_type = o_.kv_type;
+    d.prefill_batch = o_.prefill_batch;
+    // A --memory-limit bounds the rows asked for; the cold start is not one of them.
+    if (!Decoder::over_memory_limit(model_, d, o_.memory_limit).empty()) {
+      report_.cold.measured = false;
+      return;
+    }
+    const int64_t n = std::min<int64_t>(kColdPromptTokens, static_cast<int64_t>(tokens_.size()));
+    const auto t0 = std::chrono::steady_clock::now();
+    {
+      Decoder dec(model_, d);
+      dec.prefill(0, tokens_.data(), n);
+    }
+    report_.cold.first_token_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    report_.cold.prompt_tokens = n;
+    report_.cold.context = d.context;
+    const double bytes_per_s = probe_read_regions(weights_.data(), weights_.size(), omp_get_max_threads(), 1);
+    uint64_t bytes = 0;
+    for (const ProbeRegion& w : weights_) bytes += w.bytes;
+    report_.cold.weights_read_ms = bytes_per_s > 0 ? 1e3 * static_cast<double>(bytes) / bytes_per_s : 0;
+  }
+
   // --memory-limit, checked before a decoder allocates its cache and buffers.
   void check_memory(const DecoderOptions& d) const {
     const std::string over = Decoder::over_memory_limit(model_, d, o_.memory_limit);
@@ -509,7 +547,7 @@ int cmd_bench(int argc, char** argv) {
     return 2;
   }
 
-  omp_set_num_threads(o.threads > 0 ? o.threads : omp_get_num_procs());
+  omp_set_num_threads(threads_or_default(o.threads));
   BenchReport report;
   report.version = version_string();
   report.simd_target = simd_target_name();
@@ -544,6 +582,7 @@ int cmd_bench(int argc, char** argv) {
   }
 
   Model model;
+  const auto load_start = std::chrono::steady_clock::now();
   if (!o.model_path.empty()) {
     model = load_model(o.model_path);
     report.model.name = o.model_path.substr(o.model_path.find_last_of('/') + 1);
@@ -557,6 +596,11 @@ int cmd_bench(int argc, char** argv) {
     report.model.weight_type = weight_format_name(o.weight_format);
   }
   lay_out_weights(model, o.row_groups);
+  // A file's load is what a user waits for; a synthetic model's making is not.
+  if (!o.model_path.empty()) {
+    report.cold.measured = true;
+    report.cold.load_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - load_start).count();
+  }
   if (o.huge_pages) {
     move_weights_to_huge_pages(model);
     report.model.source += ", weights on huge pages";

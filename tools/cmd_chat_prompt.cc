@@ -22,7 +22,7 @@ const char* const kContextFlagsUsage =
     "  -c, --ctx-size N      context positions (default: the model's)\n"
     "  --kv-type T           KV cache type: f32, f16 (default), bf16, q8_0\n"
     "  -b, --batch-size N    prompt tokens per prefill batch (default 256)\n"
-    "  -t, --threads N       threads (default: all cores)\n"
+    "  -t, --threads N       threads (default: one per physical core)\n"
     "  --memory-limit BYTES  fail before allocating when weights + KV cache + activations exceed BYTES\n"
     "                        (K, M, G suffixes: 512M, 8G; default: no limit)\n";
 

@@ -2,6 +2,7 @@
 // parameters, KV-cache cost per token); qkv info --cpu: this machine's SIMD targets
 // and the batched-decode GEMM kernel they select.
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <string>
@@ -11,6 +12,8 @@
 #include "kernels/error.h"
 #include "kernels/linear.h"
 #include "kernels/simd_target.h"
+#include "kernels/threads/cores.h"
+#include "kernels/threads/wait.h"
 #include "runtime/arch.h"
 #include "runtime/gguf.h"
 #include "runtime/model_loader.h"
@@ -31,6 +34,12 @@ int print_cpu() {
               "K-quants/IQ4_XS: %s; Q4_0/Q8_0/32-value blocks: %s\n",
               prefill_gemm_kernel_name(DType::F16), prefill_gemm_kernel_name(DType::F32),
               prefill_gemm_kernel_name(DType::Q4_K), prefill_gemm_kernel_name(DType::Q4_0));
+  const char* omp_policy = std::getenv("OMP_WAIT_POLICY");
+  const char* omp_spin = std::getenv("GOMP_SPINCOUNT");
+  std::printf("threads: %d by default (physical cores here); waits spin %d us, then block (--poll); "
+              "OpenMP: OMP_WAIT_POLICY=%s GOMP_SPINCOUNT=%s\n",
+              physical_cores(), wait_poll(), omp_policy != nullptr ? omp_policy : "(unset)",
+              omp_spin != nullptr ? omp_spin : "(unset)");
   return 0;
 }
 

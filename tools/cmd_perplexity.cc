@@ -22,7 +22,7 @@ const char* kPerplexityUsage =
     "  -c, --ctx-size N             tokens per chunk (default 512; with --kl-divergence the file's)\n"
     "  -b, --batch-size N           tokens per forward batch (default: n_ctx)\n"
     "  --chunks N                   evaluate at most N chunks (default: all)\n"
-    "  -t, --threads N              threads (default: all cores)\n"
+    "  -t, --threads N              threads (default: one per physical core)\n"
     "  --kv-type T                  KV cache type: f32, f16 (default), bf16, q8_0\n"
     "  --kl-divergence-base PATH    write the logits as llama.cpp's KL-divergence base file\n"
     "  --kl-divergence PATH         compare with a base file (llama.cpp's or qkv's): KLD, delta-p, top token\n"

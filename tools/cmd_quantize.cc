@@ -20,7 +20,7 @@ const char* kQuantizeUsage =
     "  OUT.gguf        the file to write (appears only when complete)\n"
     "  PRESET          llama-quantize's name, case-insensitive:\n"
     "                  %s\n"
-    "  -t, --threads N threads quantizing rows (default: all cores)\n"
+    "  -t, --threads N threads quantizing rows (default: one per physical core)\n"
     "  -q, --quiet     no line per tensor on stderr (warnings remain)\n";
 
 void usage(FILE* out) { std::fprintf(out, kQuantizeUsage, quant_preset_names().c_str()); }

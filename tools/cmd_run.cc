@@ -191,6 +191,8 @@ int cmd_run(int argc, char** argv) {
                  "qkv: prompt eval time = %10.2f ms / %5" PRId64 " tokens (%8.2f ms per token, %9.2f tokens per second)\n",
                  stats.prompt_ms, stats.prompt_tokens, per_token(stats.prompt_tokens, stats.prompt_ms),
                  per_second(stats.prompt_tokens, stats.prompt_ms));
+    // The first generated token's logits are ready when the prompt's pass ends.
+    std::fprintf(stderr, "qkv: load to first token = %7.2f ms\n", load_ms + stats.prompt_ms);
     std::fprintf(stderr,
                  "qkv: eval time        = %10.2f ms / %5" PRId64 " tokens (%8.2f ms per token, %9.2f tokens per second)\n",
                  stats.generate_ms, stats.generated_tokens, per_token(stats.generated_tokens, stats.generate_ms),

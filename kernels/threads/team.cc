@@ -4,17 +4,10 @@
 
 #include <algorithm>
 #include <new>
-#include <thread>
 
-#include "kernels/threads/block_queue.h"
 #include "kernels/error.h"
-
-#if defined(__x86_64__) || defined(__i386__)
-#include <immintrin.h>
-#define QKV_SPIN_PAUSE() _mm_pause()
-#else
-#define QKV_SPIN_PAUSE() ((void)0)
-#endif
+#include "kernels/threads/block_queue.h"
+#include "kernels/threads/wait.h"
 
 namespace qkv {
 
@@ -23,10 +16,6 @@ thread_local Team* t_team = nullptr;
 thread_local int t_thread = 0;
 
 constexpr int kIdShift = 40;
-// A pause takes ~20 ns on this machine, so about 4 us of spinning. Measured on the
-// 143M Q8_0 decode: the same speed as 2000 (~40 us) with a thread per core,
-// and 2.7x faster with 4 threads on 2 cores (170 vs 63 tok/s).
-constexpr int kSpinsBeforeYield = 200;
 constexpr uint64_t kNextMask = (uint64_t{1} << kIdShift) - 1;
 // Calls of up to kEndMask blocks split the slot's low bits into the blocks
 // taken from the front and from the back.
@@ -66,21 +55,17 @@ void Team::sync() {
   const uint32_t gen = generation_.load(std::memory_order_acquire);
   if (arrived_.fetch_add(1, std::memory_order_acq_rel) == size_ - 1) {
     arrived_.store(0, std::memory_order_relaxed);
-    generation_.store(gen + 1, std::memory_order_release);
+    generation_.store(gen + 1, std::memory_order_seq_cst);
+    // No system call unless a thread is blocked (one costs ~1 us here).
+    if (sleepers_.load(std::memory_order_seq_cst) > 0) wake_all(generation_);
     return;
   }
-  // Spin (a wait here is usually the other threads finishing their share,
-  // microseconds); after a few microseconds, yield the core at each check
-  // instead, so a team on more threads than free cores (other processes, or
-  // several teams at once) lets the thread it waits for run.
-  for (int spins = 0; generation_.load(std::memory_order_acquire) == gen; ++spins) {
-    if (failed_.load(std::memory_order_relaxed)) throw Aborted{};
-    if (spins < kSpinsBeforeYield) {
-      QKV_SPIN_PAUSE();
-    } else {
-      std::this_thread::yield();
-    }
-  }
+  // A wait here is usually the other threads finishing their share, a few
+  // microseconds: it spins that long, then blocks.
+  spin_then_block(
+      generation_, sleepers_, [&] { return generation_.load(std::memory_order_acquire) != gen; },
+      [&] { return failed_.load(std::memory_order_relaxed); });
+  if (failed_.load(std::memory_order_acquire)) throw Aborted{};
 }
 
 void Team::share(int64_t n, int64_t* lo, int64_t* hi) const {
@@ -141,7 +126,10 @@ void Team::fail(std::exception_ptr e) {
     std::lock_guard<std::mutex> lock(error_mutex_);
     if (!error_) error_ = e;
   }
-  failed_.store(true, std::memory_order_relaxed);
+  failed_.store(true, std::memory_order_seq_cst);
+  // Wakes the threads blocked in sync() (their word changes, so none misses it).
+  generation_.fetch_add(1, std::memory_order_seq_cst);
+  wake_all(generation_);
 }
 
 void run_team(int threads, const std::function<void()>& fn) {

@@ -36,9 +36,9 @@ class Team {
   // The calling thread's index in [0, size()).
   int thread() const;
 
-  // Waits until every thread of the team has reached the same sync: spins a
-  // few microseconds, then yields the core between checks (more threads than
-  // free cores must not cost a scheduler time slice per sync).
+  // Waits until every thread of the team has reached the same sync: spins up
+  // to wait_poll() microseconds, then blocks (kernels/threads/wait.h), so a
+  // team on more threads than free cores lets the thread it waits for run.
   void sync();
 
   // This thread's share [*lo, *hi) of n items split into size() contiguous
@@ -72,7 +72,8 @@ class Team {
 
   int size_;
   alignas(64) std::atomic<int> arrived_{0};
-  alignas(64) std::atomic<uint32_t> generation_{0};
+  alignas(64) std::atomic<uint32_t> generation_{0};  // also the word blocked threads wait on
+  std::atomic<int> sleepers_{0};                       // threads blocked in sync()
   alignas(64) std::atomic<bool> failed_{false};
   // Two queue slots, used by alternate calls: call k reuses slot k % 2 only
   // after the sync ending call k - 1, when no thread still takes from call

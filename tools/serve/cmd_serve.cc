@@ -33,7 +33,7 @@ const char* kServeUsage =
     "  --slots N             sequences decoded together (default 4)\n"
     "  -c, --ctx-size N      positions per slot (default: the model's, at most 4096)\n"
     "  --kv-type T           KV cache type: f32, f16 (default), bf16, q8_0\n"
-    "  -t, --threads N       threads (default: all cores)\n"
+    "  -t, --threads N       threads (default: one per physical core)\n"
     "  --memory-limit BYTES  fail at start when weights + KV cache of every slot + activations exceed\n"
     "                        BYTES (K, M, G suffixes: 512M, 8G; default: no limit)\n"
     "  --api-key KEY         require 'Authorization: Bearer KEY'\n"
@@ -139,6 +139,20 @@ int cmd_serve(int argc, char** argv) {
     qkv_model_free(st.model);
     fail("creating the context: ", msg);
   }
+  // What the first prompts would otherwise build inside their requests (the
+  // GEMM kernels of each row bucket, the activation buffers), built before
+  // the server listens.
+  const auto prepare_start = std::chrono::steady_clock::now();
+  int64_t built = 0;
+  if (qkv_context_prepare(ctx, &built) != QKV_OK) {
+    const std::string msg = qkv_last_error();
+    qkv_context_free(ctx);
+    qkv_model_free(st.model);
+    fail("preparing the context: ", msg);
+  }
+  std::fprintf(stderr, "qkv serve: prompt passes of up to %" PRId64 " rows prepared: %" PRId64 " GEMM kernels built in %.0f ms\n",
+               copts.prefill_batch, built,
+               std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - prepare_start).count());
   st.limits.vocab_size = st.info.vocab_size;
   st.limits.max_prompt_tokens = st.slot_context;
   serve::Scheduler::Options so;

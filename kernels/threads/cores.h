@@ -1,0 +1,19 @@
+// How many threads qkv runs by default: one per physical core it may use.
+//
+// Why not one per logical CPU: the two hyperthreads of a core share its FMA
+// and load ports, which a decode step already fills from one thread, and a
+// team of threads moves at its slowest member's pace, so a second thread per
+// core adds a sync partner, not throughput (llama.cpp defaults the same way).
+#pragma once
+
+namespace qkv {
+
+// Physical cores among the CPUs this process may run on (its affinity mask),
+// each (package, core) pair counted once; at least 1. Falls back to the
+// logical CPU count where the topology cannot be read.
+int physical_cores();
+
+// The thread count a call given `requested` (0: the default) runs on.
+inline int threads_or_default(int requested) { return requested > 0 ? requested : physical_cores(); }
+
+}  // namespace qkv
