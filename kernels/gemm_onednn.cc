@@ -30,6 +30,7 @@
 
 #include "kernels/error.h"
 #include "kernels/linear_internal.h"
+#include "kernels/machine/cpu_features.h"
 
 namespace qkv {
 namespace detail {
@@ -202,8 +203,7 @@ bool bf16_gemm_available() {
 // and 155 GFLOP/s, and qkv bench's 143M F16 prefill of 512 tokens at 707-966
 // against 576-607 tokens/s.
 bool bf16_gemm_faster() {
-  static const bool faster = bf16_gemm_available() &&
-                             (!__builtin_cpu_is("intel") || __builtin_cpu_supports("amx-bf16"));
+  static const bool faster = bf16_gemm_available() && (!cpu_features().intel || cpu_features().amx_bf16);
   return faster;
 }
 

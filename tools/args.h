@@ -19,9 +19,22 @@
 
 namespace qkv::tools {
 
-// The value after flag argv[i] (advances i); fails when it is missing.
+// Whether word looks like a flag: "--x", or "-" and a letter (negative
+// numbers and "-", standard input, do not).
+inline bool looks_like_flag(const char* word) {
+  return word[0] == '-' && ((word[1] == '-' && word[2] != '\0') || (word[1] >= 'a' && word[1] <= 'z') ||
+                            (word[1] >= 'A' && word[1] <= 'Z'));
+}
+
+// Whether flag argv[i] is followed by a value (a word that is no flag).
+inline bool has_value(int argc, char** argv, int i) { return i + 1 < argc && !looks_like_flag(argv[i + 1]); }
+
+// The value after flag argv[i] (advances i); fails when it is missing, and
+// when the next word is itself a flag, which would otherwise be swallowed as
+// the value and the real value then read as an unknown flag.
 inline const char* flag_value(int argc, char** argv, int& i) {
   if (i + 1 >= argc) fail("flag ", argv[i], " needs a value");
+  if (looks_like_flag(argv[i + 1])) fail("flag ", argv[i], " needs a value, but the next word is the flag '", argv[i + 1], "'");
   return argv[++i];
 }
 

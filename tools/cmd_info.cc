@@ -11,6 +11,7 @@
 #include "kernels/dtype.h"
 #include "kernels/error.h"
 #include "kernels/linear.h"
+#include "kernels/machine/cpu_features.h"
 #include "kernels/simd_target.h"
 #include "kernels/threads/cores.h"
 #include "kernels/threads/wait.h"
@@ -26,6 +27,11 @@ namespace {
 int print_cpu() {
   std::printf("simd target: %s\ncompiled targets (supported here): %s\n", simd_target_name(),
               simd_compiled_targets().c_str());
+  const CpuFeatures& f = cpu_features();
+  std::printf("cpu: %s; AVX-512 %s, VNNI %s, BF16 %s; AMX-BF16 %s, AMX-INT8 %s\n",
+              f.intel ? "Intel" : f.amd ? "AMD" : "other vendor", f.avx512 ? "yes" : "no",
+              f.avx512_vnni ? "yes" : "no", f.avx512_bf16 ? "yes" : "no", f.amx_bf16 ? "yes" : "no",
+              f.amx_int8 ? "yes" : "no");
   std::printf("batched-decode GEMM (2-16 sequences): F16/BF16 weights: %s; F32 weights: %s; "
               "K-quants/IQ4_XS: %s; Q4_0/Q8_0/32-value blocks: %s\n",
               matmul_small_kernel_name(DType::F16), matmul_small_kernel_name(DType::F32),

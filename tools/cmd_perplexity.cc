@@ -25,7 +25,8 @@ const char* kPerplexityUsage =
     "  -t, --threads N              threads (default: one per physical core)\n"
     "  --kv-type T                  KV cache type: f32, f16 (default), bf16, q8_0\n"
     "  --kl-divergence-base PATH    write the logits as llama.cpp's KL-divergence base file\n"
-    "  --kl-divergence PATH         compare with a base file (llama.cpp's or qkv's): KLD, delta-p, top token\n"
+    "  --kl-divergence PATH         compare with a base file (llama.cpp's or qkv's): KLD, delta-p, top token;\n"
+    "                               --kl-divergence-base PATH --kl-divergence (llama-perplexity's) the same\n"
     "  --json                       print the figures as JSON\n";
 
 struct Cli {
@@ -128,6 +129,7 @@ void print_json(const qkv_perplexity_stats& s, const std::string& model, qkv_typ
 
 int cmd_perplexity(int argc, char** argv) {
   std::string model_path, tokenizer_path, text_path, kld_write, kld_read;
+  bool kld_switch = false;  // --kl-divergence given without a file
   qkv_perplexity_options o;
   qkv_perplexity_options_init(&o);
   o.n_ctx = 0;
@@ -155,6 +157,8 @@ int cmd_perplexity(int argc, char** argv) {
       o.kv_type = parse_kv_type(flag_value(argc, argv, i));
     } else if (a == "--kl-divergence-base") {
       kld_write = flag_value(argc, argv, i);
+    } else if (a == "--kl-divergence" && !has_value(argc, argv, i)) {
+      kld_switch = true;  // llama-perplexity's spelling: the base file is --kl-divergence-base's
     } else if (a == "--kl-divergence") {
       kld_read = flag_value(argc, argv, i);
     } else if (a == "--json") {
@@ -163,6 +167,16 @@ int cmd_perplexity(int argc, char** argv) {
       std::fprintf(stderr, "qkv perplexity: unknown flag '%s'\n\n%s", argv[i], kPerplexityUsage);
       return 2;
     }
+  }
+  if (kld_switch) {
+    if (kld_write.empty() || !kld_read.empty()) {
+      std::fprintf(stderr,
+                   "qkv perplexity: --kl-divergence without a file compares with the base named by "
+                   "--kl-divergence-base FILE (llama-perplexity's spelling); or give --kl-divergence FILE\n");
+      return 2;
+    }
+    kld_read = std::move(kld_write);
+    kld_write.clear();
   }
   if (model_path.empty() || (text_path.empty() && kld_read.empty())) {
     std::fprintf(stderr, "qkv perplexity: -m MODEL and -f TEXT (or --kl-divergence FILE) are required\n\n%s",

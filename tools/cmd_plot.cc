@@ -47,11 +47,9 @@ int cmd_plot(int argc, char** argv) {
       std::fputs(kPlotUsage, stdout);
       return 0;
     } else if (a == "-o" || a == "--output") {
-      if (i + 1 >= argc) fail("flag ", a, " needs a value");
-      output = argv[++i];
+      output = flag_value(argc, argv, i);
     } else if (a == "--title") {
-      if (i + 1 >= argc) fail("flag ", a, " needs a value");
-      title = argv[++i];
+      title = flag_value(argc, argv, i);
     } else if (!a.empty() && a[0] != '-') {
       inputs.push_back(a);
     } else {

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "tools/commands.h"
+#include "tools/llama_flags.h"
 #include "tools/wait_policy.h"
 
 namespace {
@@ -59,6 +60,7 @@ int main(int argc, char** argv) {
     if (name == c.name) {
       int command_argc = argc - 1;
       if (qkv::tools::take_poll_flag(&command_argc, argv + 1) < 0) return 2;
+      qkv::tools::apply_llama_flags(&command_argc, argv + 1);
       try {
         return c.run(command_argc, argv + 1);
       } catch (const std::exception& e) {

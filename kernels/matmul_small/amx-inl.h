@@ -11,12 +11,12 @@
 #define QKV_KERNELS_MATMUL_SMALL_AMX_INL_H_
 #endif
 
-#include <cpuid.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include "hwy/highway.h"
 #include "kernels/error.h"
+#include "kernels/machine/cpu_features.h"
 #include "kernels/transpose16x16.h"
 #include "kernels/matmul_small/bf16_decode-inl.h"
 #include "kernels/matmul_small/common-inl.h"
@@ -230,11 +230,7 @@ QKV_AMX_TARGET void MatmulSmallAMX(const Matrix* Ws, float* const* Ys, int count
 // state (Linux 5.16+: arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA)),
 // asked once for the process.
 bool HasAMXPath() {
-  // CPUID leaf 7: AMX-BF16 is EDX bit 22 of subleaf 0, AVX512-BF16 EAX bit 5 of
-  // subleaf 1 (clang 14's __builtin_cpu_supports knows neither name).
-  unsigned a, b, c, d;
-  if (!__get_cpuid_count(7, 0, &a, &b, &c, &d) || !(d & (1u << 22))) return false;
-  if (!__get_cpuid_count(7, 1, &a, &b, &c, &d) || !(a & (1u << 5))) return false;
+  if (!cpu_features().amx_bf16 || !cpu_features().avx512_bf16) return false;
   constexpr long kReqXcompPerm = 0x1023, kXtileData = 18;
   return syscall(SYS_arch_prctl, kReqXcompPerm, kXtileData) == 0;
 }

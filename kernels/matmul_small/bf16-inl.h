@@ -13,6 +13,7 @@
 
 #include "hwy/highway.h"
 #include "kernels/error.h"
+#include "kernels/machine/cpu_features.h"
 #include "kernels/matmul_small/bf16_decode-inl.h"
 #include "kernels/matmul_small/common-inl.h"
 
@@ -355,7 +356,7 @@ QKV_BF16_TARGET void MatmulSmallBF16(const Matrix* Ws, float* const* Ys, int cou
   }
 }
 
-bool HasBF16Path() { return __builtin_cpu_supports("avx512bf16"); }
+bool HasBF16Path() { return cpu_features().avx512_bf16; }
 // Rows per block of the bf16 path (the threads share its rows in whole blocks).
 int64_t MatmulSmallRowsBF16() { return static_cast<int64_t>(kRowsBF16); }
 #else
