@@ -24,7 +24,7 @@
 #include "runtime/model.h"
 #include "runtime/model_loader.h"
 #include "runtime/synthetic.h"
-#include "tools/bench_json.h"
+#include "tools/bench/bench_json.h"
 
 using qkv::tools::Json;
 

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "tools/bench_json.h"
+#include "tools/bench/bench_json.h"
 
 namespace {
 

@@ -18,7 +18,7 @@
 #include "qkv.h"
 #include "tests/shared_data.h"
 #include "tools/args.h"
-#include "tools/bench_json.h"
+#include "tools/bench/bench_json.h"
 
 namespace {
 

@@ -1,4 +1,4 @@
-#include "tools/lesson_doc.h"
+#include "tools/inspect/lesson_doc.h"
 
 #include <algorithm>
 #include <cmath>

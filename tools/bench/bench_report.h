@@ -35,7 +35,7 @@
 #include <vector>
 
 #include "kernels/machine/probe.h"
-#include "tools/bench_json.h"
+#include "tools/bench/bench_json.h"
 
 namespace qkv::tools {
 

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "tools/lesson_doc.h"
+#include "tools/inspect/lesson_doc.h"
 
 namespace qkv::tools {
 

@@ -19,7 +19,7 @@
 #include "qkv.h"
 #include "runtime/stop_strings.h"
 #include "tools/args.h"
-#include "tools/cmd_chat.h"
+#include "tools/chat/cmd_chat.h"
 #include "tools/commands.h"
 
 namespace qkv::tools {

@@ -1,4 +1,4 @@
-#include "tools/explain_lessons.h"
+#include "tools/inspect/explain_lessons.h"
 
 #include <algorithm>
 #include <cmath>

@@ -34,7 +34,7 @@
 #include "runtime/tokenizer.h"
 #include "runtime/version.h"
 #include "tools/args.h"
-#include "tools/bench_report.h"
+#include "tools/bench/bench_report.h"
 #include "tools/commands.h"
 
 namespace qkv::tools {

@@ -4,7 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tools/args.h"
-#include "tools/cmd_chat.h"
+#include "tools/chat/cmd_chat.h"
 
 namespace qkv::tools {
 

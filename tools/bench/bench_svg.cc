@@ -1,4 +1,4 @@
-#include "tools/bench_svg.h"
+#include "tools/bench/bench_svg.h"
 
 #include <algorithm>
 #include <cmath>

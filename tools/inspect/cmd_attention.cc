@@ -8,7 +8,7 @@
 #include "qkv.h"
 #include "runtime/atomic_file.h"
 #include "tools/args.h"
-#include "tools/attention_svg.h"
+#include "tools/inspect/attention_svg.h"
 #include "tools/commands.h"
 
 namespace qkv::tools {

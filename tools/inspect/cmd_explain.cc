@@ -5,8 +5,8 @@
 
 #include "tools/args.h"
 #include "tools/commands.h"
-#include "tools/explain_lessons.h"
-#include "tools/lesson_doc.h"
+#include "tools/inspect/explain_lessons.h"
+#include "tools/inspect/lesson_doc.h"
 
 namespace qkv::tools {
 

@@ -1,11 +1,11 @@
-#include "tools/attention_svg.h"
+#include "tools/inspect/attention_svg.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 
 #include "tools/args.h"
-#include "tools/bench_svg.h"
+#include "tools/bench/bench_svg.h"
 
 namespace qkv::tools {
 

@@ -11,8 +11,8 @@
 #include "kernels/error.h"
 #include "runtime/atomic_file.h"
 #include "tools/args.h"
-#include "tools/bench_json.h"
-#include "tools/bench_svg.h"
+#include "tools/bench/bench_json.h"
+#include "tools/bench/bench_svg.h"
 #include "tools/commands.h"
 
 namespace qkv::tools {

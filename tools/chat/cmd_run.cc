@@ -11,7 +11,7 @@
 
 #include "qkv.h"
 #include "tools/args.h"
-#include "tools/cmd_chat.h"
+#include "tools/chat/cmd_chat.h"
 #include "tools/commands.h"
 
 namespace qkv::tools {
