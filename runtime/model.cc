@@ -3,11 +3,15 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <omp.h>
+
 #include <algorithm>
 #include <cstdint>
+#include <exception>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <mutex>
 #include <vector>
 
 #include "kernels/error.h"
@@ -92,13 +96,31 @@ int lay_out_weights(Model& m, bool row_groups) {
   if (total == 0) return 0;
   std::shared_ptr<uint8_t> arena = allocate_huge_pages(total, "laying out the weights");
   keep->push_back(arena);
+  // Each matrix's place in the arena first, then the matrices laid out on
+  // all threads (they touch disjoint pages of the source and the arena):
+  // 1.1B Q4_K_M's 631 MB took ~220 ms on one thread, most of a cold start.
+  struct Job {
+    Matrix* w;
+    bool groups;
+    uint8_t* buf;
+  };
+  std::vector<Job> jobs;
   uint8_t* next = arena.get();
-  auto lay_out = [&](Matrix* w) {
+  auto plan = [&](Matrix* w) {
     const bool groups = qualifies(w);
-    if (!groups && !copies(w)) return false;
+    if (!groups && !copies(w)) return;
+    jobs.push_back({w, groups, next});
+    next += rounded(matrix_bytes(*w));
+  };
+  for (LayerWeights& l : m.layers) {
+    for (Matrix* w : layer_matrices(l)) plan(w);
+  }
+  plan(&m.output);  // a tied embedding follows it (the decoder gathers its rows)
+  const bool output_laid_out = !jobs.empty() && jobs.back().w == &m.output;
+  auto lay_out = [&](const Job& job) {
+    Matrix* w = job.w;
+    uint8_t* buf = job.buf;
     const size_t bytes = matrix_bytes(*w), cols = static_cast<size_t>(w->cols), rows = static_cast<size_t>(w->rows);
-    uint8_t* buf = next;
-    next += rounded(bytes);
     // The source's pages that lie wholly inside this matrix: a file
     // mapping's are dropped (re-read if touched), a heap copy's zeroed;
     // nothing reads them once the matrix points at its row groups. They go
@@ -111,7 +133,7 @@ int lay_out_weights(Model& m, bool row_groups) {
     uintptr_t dropped = lo;
     for (size_t r = 0; r < rows; r += chunk) {
       const size_t n = std::min(chunk, rows - r);
-      if (groups) {
+      if (job.groups) {
         pack_row_groups(w->type, static_cast<const uint8_t*>(w->data) + r * rb, n, cols, buf + r * rb);
       } else {
         std::memcpy(buf + r * rb, static_cast<const uint8_t*>(w->data) + r * rb, n * rb);
@@ -123,18 +145,24 @@ int lay_out_weights(Model& m, bool row_groups) {
       }
     }
     w->data = buf;
-    w->row_groups = groups;
-    return true;
+    w->row_groups = job.groups;
   };
+  std::exception_ptr error;
+  std::mutex error_mutex;
+  const auto n_jobs = static_cast<int64_t>(jobs.size());
+#pragma omp parallel for schedule(dynamic, 1) if (n_jobs > 1 && !omp_in_parallel())
+  for (int64_t j = 0; j < n_jobs; ++j) {
+    try {
+      lay_out(jobs[static_cast<size_t>(j)]);
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(error_mutex);
+      if (!error) error = std::current_exception();
+    }
+  }
+  if (error) std::rethrow_exception(error);
   int grouped = 0;
-  for (LayerWeights& l : m.layers) {
-    for (Matrix* w : layer_matrices(l)) grouped += lay_out(w) && w->row_groups;
-  }
-  // The output; a tied embedding follows it (the decoder gathers its rows).
-  if (lay_out(&m.output)) {
-    grouped += m.output.row_groups;
-    if (tied) m.token_embd = m.output;
-  }
+  for (const Job& job : jobs) grouped += job.groups;
+  if (output_laid_out && tied) m.token_embd = m.output;
   m.storage = keep;
   return grouped;
 }

@@ -78,8 +78,9 @@ struct ColdStart {
   bool measured = false;
   double load_ms = 0;         // reading the file's header and mapping or copying its weights
   double first_token_ms = 0;  // after the load: the decoder made, the prompt prefilled
+  double warm_first_token_ms = 0;  // the same right after: its compute without first-use costs
   int64_t prompt_tokens = 0, context = 0;
-  double weights_read_ms = 0;  // one read of the weights from memory, all threads
+  double file_read_ms = 0;  // one read of the model file, start to end
 };
 
 struct BenchReport {
