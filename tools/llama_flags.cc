@@ -6,28 +6,38 @@
 namespace qkv::tools {
 
 const LlamaFlag kLlamaFlags[] = {
-    {{"-ngl", "--n-gpu-layers", "--gpu-layers"}, true, nullptr, "qkv runs on the CPU"},
-    {{"-fa", "--flash-attn", nullptr}, false, nullptr, "qkv's attention always streams its softmax (flash-style)"},
-    {{"-cb", "--cont-batching", nullptr}, false, nullptr, "qkv serve always batches continuously"},
-    {{"--jinja", nullptr, nullptr}, false, nullptr, "chat templates always run through qkv's Jinja interpreter"},
-    {{"--mlock", nullptr, nullptr}, false, nullptr, "qkv does not lock the model in memory"},
-    {{"--no-mmap", nullptr, nullptr}, false, nullptr, "qkv maps the file and copies only what it lays out"},
-    {{"--log-disable", nullptr, nullptr}, false, nullptr, "qkv logs nothing but errors and timings"},
-    {{"--no-warmup", nullptr, nullptr}, false, nullptr, "qkv runs no warm-up pass"},
-    {{"--keep", nullptr, nullptr}, true, nullptr, "qkv does not shift the context; a full context ends generation"},
-    {{"-ctk", "--cache-type-k", nullptr}, true, "--kv-type", nullptr},
-    {{"-ctv", "--cache-type-v", nullptr}, true, "--kv-type", nullptr},
-    {{"-sys", "--system-prompt", nullptr}, true, "--system", nullptr},
-    {{"--chat-template-file", nullptr, nullptr}, true, "--chat-template", nullptr},
-    {{"--ctx-size", nullptr, nullptr}, true, "-c", nullptr},
-    {{"-tb", "--threads-batch", nullptr}, true, nullptr, "qkv's -t serves prompts and generation alike"},
+    {{"-ngl", "--n-gpu-layers", "--gpu-layers"}, true, nullptr, "qkv runs on the CPU", nullptr},
+    {{"-fa", "--flash-attn", nullptr}, false, nullptr, "qkv's attention always streams its softmax (flash-style)", nullptr},
+    {{"-cb", "--cont-batching", nullptr}, false, nullptr, "qkv serve always batches continuously", nullptr},
+    {{"--jinja", nullptr, nullptr}, false, nullptr, "chat templates always run through qkv's Jinja interpreter", nullptr},
+    {{"--mlock", nullptr, nullptr}, false, nullptr, "qkv does not lock the model in memory", nullptr},
+    {{"--no-mmap", nullptr, nullptr}, false, nullptr, "qkv maps the file and copies only what it lays out", nullptr},
+    {{"--log-disable", nullptr, nullptr}, false, nullptr, "qkv logs nothing but errors and timings", nullptr},
+    {{"--no-warmup", nullptr, nullptr}, false, nullptr, "qkv runs no warm-up pass", nullptr},
+    {{"--keep", nullptr, nullptr}, true, nullptr, "qkv does not shift the context; a full context ends generation", nullptr},
+    {{"-ctk", "--cache-type-k", nullptr}, true, "--kv-type", nullptr, "run chat serve bench perplexity"},
+    {{"-ctv", "--cache-type-v", nullptr}, true, "--kv-type", nullptr, "run chat serve bench perplexity"},
+    {{"-sys", "--system-prompt", nullptr}, true, "--system", nullptr, "run chat"},
+    {{"--chat-template-file", nullptr, nullptr}, true, "--chat-template", nullptr, "run chat"},
+    {{"--ctx-size", nullptr, nullptr}, true, "-c", nullptr, "run chat serve perplexity"},
+    {{"-tb", "--threads-batch", nullptr}, true, nullptr, "qkv's -t serves prompts and generation alike", nullptr},
 };
 const int kLlamaFlagCount = static_cast<int>(sizeof(kLlamaFlags) / sizeof(kLlamaFlags[0]));
 
 namespace {
 
-const LlamaFlag* find(const char* word) {
+// Whether `command` is one of the space-separated names in `list`.
+bool listed(const char* list, const char* command) {
+  const size_t n = std::strlen(command);
+  for (const char* p = list; (p = std::strstr(p, command)) != nullptr; p += n) {
+    if ((p == list || p[-1] == ' ') && (p[n] == ' ' || p[n] == '\0')) return true;
+  }
+  return false;
+}
+
+const LlamaFlag* find(const char* word, const char* command) {
   for (const LlamaFlag& f : kLlamaFlags) {
+    if (f.commands != nullptr && !listed(f.commands, command)) continue;
     for (const char* name : f.names) {
       if (name != nullptr && std::strcmp(name, word) == 0) return &f;
     }
@@ -40,7 +50,7 @@ const LlamaFlag* find(const char* word) {
 void apply_llama_flags(int* argc, char** argv) {
   int out = 1;
   for (int i = 1; i < *argc; ++i) {
-    const LlamaFlag* f = find(argv[i]);
+    const LlamaFlag* f = find(argv[i], argv[0]);
     if (f == nullptr || (f->takes_value && i + 1 >= *argc)) {
       argv[out++] = argv[i];
       continue;

@@ -13,6 +13,7 @@ struct LlamaFlag {
   bool takes_value;
   const char* qkv_flag;  // the qkv flag it is rewritten to; null: ignored
   const char* note;      // why it is ignored (for the stderr line)
+  const char* commands;  // the commands it applies to, space-separated; null: every one
 };
 
 extern const LlamaFlag kLlamaFlags[];
@@ -20,8 +21,8 @@ extern const int kLlamaFlagCount;
 
 // Rewrites argv[1..argc) (argv[0] is the command's name) in place: ignored
 // flags and their values are removed, each with a note on stderr; renamed
-// ones become their qkv flag. A value-taking one without its value is left
-// for the command to refuse.
+// ones become their qkv flag. A value-taking one without its value, or one
+// that does not apply to this command, is left for the command to refuse.
 void apply_llama_flags(int* argc, char** argv);
 
 }  // namespace qkv::tools
