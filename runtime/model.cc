@@ -7,9 +7,9 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <exception>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -88,38 +88,33 @@ int lay_out_weights(Model& m, bool row_groups) {
   };
   auto rounded = [](uint64_t b) { return (b + 63) / 64 * 64; };
   const bool tied = m.output.data == m.token_embd.data;
-  uint64_t total = 0;
-  for (LayerWeights& l : m.layers) {
-    for (Matrix* w : layer_matrices(l)) total += qualifies(w) || copies(w) ? rounded(matrix_bytes(*w)) : 0;
-  }
-  total += qualifies(&m.output) || copies(&m.output) ? rounded(matrix_bytes(m.output)) : 0;
-  if (total == 0) return 0;
-  std::shared_ptr<uint8_t> arena = allocate_huge_pages(total, "laying out the weights");
-  keep->push_back(arena);
   // Each matrix's place in the arena first, then the matrices laid out on
   // all threads (they touch disjoint pages of the source and the arena):
   // 1.1B Q4_K_M's 631 MB took ~220 ms on one thread, most of a cold start.
   struct Job {
     Matrix* w;
     bool groups;
-    uint8_t* buf;
+    uint64_t offset;  // in the arena
   };
   std::vector<Job> jobs;
-  uint8_t* next = arena.get();
+  uint64_t total = 0;
   auto plan = [&](Matrix* w) {
     const bool groups = qualifies(w);
     if (!groups && !copies(w)) return;
-    jobs.push_back({w, groups, next});
-    next += rounded(matrix_bytes(*w));
+    jobs.push_back({w, groups, total});
+    total += rounded(matrix_bytes(*w));
   };
   for (LayerWeights& l : m.layers) {
     for (Matrix* w : layer_matrices(l)) plan(w);
   }
   plan(&m.output);  // a tied embedding follows it (the decoder gathers its rows)
-  const bool output_laid_out = !jobs.empty() && jobs.back().w == &m.output;
+  if (total == 0) return 0;
+  const bool output_laid_out = jobs.back().w == &m.output;
+  std::shared_ptr<uint8_t> arena = allocate_huge_pages(total, "laying out the weights");
+  keep->push_back(arena);
   auto lay_out = [&](const Job& job) {
     Matrix* w = job.w;
-    uint8_t* buf = job.buf;
+    uint8_t* buf = arena.get() + job.offset;
     const size_t bytes = matrix_bytes(*w), cols = static_cast<size_t>(w->cols), rows = static_cast<size_t>(w->rows);
     // The source's pages that lie wholly inside this matrix: a file
     // mapping's are dropped (re-read if touched), a heap copy's zeroed;

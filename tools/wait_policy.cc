@@ -10,11 +10,6 @@ extern "C" int qkv_openmp_wait_linked();  // tools/openmp_wait/openmp_wait.cc
 
 namespace qkv::tools {
 
-namespace {
-
-
-}  // namespace
-
 int take_poll_flag(int* argc, char** argv) {
   (void)qkv_openmp_wait_linked();
   int level = kDefaultPoll;
@@ -24,7 +19,7 @@ int take_poll_flag(int* argc, char** argv) {
       argv[out++] = argv[i];
       continue;
     }
-    if (i + 1 >= *argc || !qkv::tools::parse_poll_level(argv[i + 1], &level)) {
+    if (i + 1 >= *argc || !parse_poll_level(argv[i + 1], &level)) {
       std::fprintf(stderr,
                    "qkv: --poll takes a level from 0 to 100 (microseconds a waiting thread spins before it "
                    "blocks), got '%s'\n",

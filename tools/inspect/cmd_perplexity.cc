@@ -153,7 +153,7 @@ int cmd_perplexity(int argc, char** argv) {
       o.chunks = parse_int(a.c_str(), flag_value(argc, argv, i), -1, INT64_C(1) << 40);
     } else if (a == "-t" || a == "--threads") {
       o.threads = static_cast<int>(parse_int(a.c_str(), flag_value(argc, argv, i), 1, 1024));
-    } else if (a == "--kv-type" || a == "-ctk" || a == "-ctv") {
+    } else if (a == "--kv-type") {  // llama.cpp's -ctk/-ctv arrive as this (tools/llama_flags.cc)
       o.kv_type = parse_kv_type(flag_value(argc, argv, i));
     } else if (a == "--kl-divergence-base") {
       kld_write = flag_value(argc, argv, i);

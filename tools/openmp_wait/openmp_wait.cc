@@ -7,13 +7,14 @@
 // pauses (~7 ms here) at every region's end, and on a busy machine that spin
 // burns the share of a core the next region's work needs (143M F16 prefill of
 // 256 tokens with a competitor on each core: 364 tokens/s, 534 with a 50 us
-// spin). The loader runs the initializers of a program's libraries in the
-// reverse order of its DT_NEEDED list, so this library, linked after libgomp
-// and depending on nothing but libc, sets GOMP_SPINCOUNT before libgomp reads
-// it. (A .preinit_array function runs earlier still, but libc's own
-// initializer then resets the environment to the one the kernel passed.) The
-// test qkv_openmp_wait (tests/cli.cmake) checks the order with libgomp's
-// OMP_DISPLAY_ENV. A user's own OMP_WAIT_POLICY or GOMP_SPINCOUNT is kept.
+// spin). The loader initializes a library after every library it needs, and
+// otherwise in the reverse of the program's DT_NEEDED order, so this library,
+// needing nothing but libc and listed after libgomp and oneDNN (which needs
+// libgomp; tools/CMakeLists.txt), sets GOMP_SPINCOUNT before libgomp reads it.
+// (A .preinit_array function runs earlier still, but libc's own initializer
+// then resets the environment to the one the kernel passed.) tests/cli_poll.sh
+// checks the order with libgomp's OMP_DISPLAY_ENV. A user's own
+// OMP_WAIT_POLICY or GOMP_SPINCOUNT is kept.
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,7 +30,6 @@
 namespace {
 
 using qkv::kDefaultPoll;
-
 
 double now_us() {
   timespec ts{};
