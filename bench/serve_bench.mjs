@@ -6,18 +6,22 @@
 // synthetic 143M F16 model (`qkv make-model 143M --type f16`) to a temporary
 // directory. The floors are those of docs/benchmarks.md ("Serving").
 //   node bench/serve_bench.mjs QKV [MODEL] [--clients 1,4,16] [--tokens 64] [--slots N] [-t 2]
-//                              [--prefill-chunk N] [--url http://HOST:PORT] [--json]
+//                              [--prefill-chunk N] [--url http://HOST:PORT] [--json-schema FILE] [--json]
 // --url measures a running OpenAI-compatible server instead (no qkv bench rows).
+// --json-schema FILE: every request's output is constrained by the schema
+// (llama.cpp's json_schema field, which llama-server takes too); give a
+// schema no output finishes within --tokens (an array with a large minItems).
 import { startServer, request } from "../tests/serve_harness.mjs";
 import { execFileSync } from "node:child_process";
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
 import http from "node:http";
 
 const argv = process.argv.slice(2);
 const opt = (name, def) => { const i = argv.indexOf(name); return i >= 0 ? argv[i + 1] : def; };
-const valued = new Set(["--clients", "--tokens", "--slots", "-t", "--prefill-chunk", "--prefill-batch", "--url"]);
+const valued = new Set(["--clients", "--tokens", "--slots", "-t", "--prefill-chunk", "--prefill-batch", "--url",
+  "--json-schema"]);
 const positional = argv.filter((a, i) => !a.startsWith("-") && !valued.has(argv[i - 1]));
 const [qkv, modelArg] = positional;
 const url = opt("--url", "");
@@ -31,6 +35,8 @@ const tokens = Number(opt("--tokens", "64"));
 const slots = opt("--slots", String(Math.max(...clients)));
 const threads = opt("-t", "2");
 const asJson = argv.includes("--json");
+const schemaFile = opt("--json-schema", "");
+const schema = schemaFile ? JSON.parse(readFileSync(schemaFile, "utf8")) : null;
 const extra = ["--prefill-chunk", "--prefill-batch"].flatMap(f => argv.includes(f) ? [f, opt(f, "")] : []);
 // llama-server (llama.cpp b4748, -np 16 -t 2) on the 143M F16 file on the 2-core Xeon, from issue 24.
 const llamaServer = { 1: [40, 51], 4: [124, 124], 16: [134, 148] };
@@ -42,7 +48,8 @@ const llamaServer = { 1: [40, 51], 4: [124, 124], 16: [134, 148] };
 function stream(host, port, k, i) {
   return new Promise((resolve, reject) => {
     const body = JSON.stringify({ prompt: `${k}.${i}: Once upon a time, in a land`, max_tokens: tokens, temperature: 0,
-      stream: true, stream_options: { include_usage: true }, logit_bias: { "1": -100, "2": -100 } });
+      stream: true, stream_options: { include_usage: true }, logit_bias: { "1": -100, "2": -100 },
+      ...(schema ? { json_schema: schema } : {}) });
     const t0 = performance.now();
     const times = [];
     let usage = null;

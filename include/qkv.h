@@ -135,6 +135,8 @@ QKV_API qkv_status qkv_chat_render(const qkv_model* model, const char* template_
                                    int add_generation_prompt, char* text, int64_t capacity, int64_t* length);
 /* 1 when the model file carries a chat template (tokenizer.chat_template), else 0. */
 QKV_API int qkv_has_chat_template(const qkv_model* model);
+/* The model's chat template (Jinja text), or NULL when it has none; valid while the model is. */
+QKV_API const char* qkv_model_chat_template(const qkv_model* model);
 /* Flags of qkv_tokenize_text, qkv_detokenize_text and qkv_token_piece. */
 enum {
   /* tokenize: BOS / EOS as the vocabulary asks (tokenizer.ggml.add_bos_token /
@@ -293,6 +295,43 @@ QKV_API qkv_status qkv_session_set_logit_bias(qkv_session* session, const int32_
 QKV_API qkv_status qkv_session_logprobs(const qkv_session* session, int32_t token, float* logprob, int64_t n_top,
                                         int32_t* top_tokens, float* top_logprobs, int64_t* n_written);
 
+/* ---- grammars: constrained sampling ---- */
+
+typedef struct qkv_grammar qkv_grammar;
+typedef enum {
+  QKV_GRAMMAR_GBNF = 0,        /* llama.cpp's GBNF grammar text; the start rule is `root` */
+  QKV_GRAMMAR_JSON_SCHEMA = 1, /* a JSON Schema, as JSON text */
+  QKV_GRAMMAR_JSON_OBJECT = 2  /* any JSON object (source is ignored and may be NULL) */
+} qkv_grammar_kind;
+
+/* Compiles a grammar for the model's vocabulary (the first grammar of a model
+ * also indexes its vocabulary, once). A grammar or schema the engine cannot
+ * enforce is QKV_ERR_INVALID_ARGUMENT with a message naming the problem: the
+ * line and column of bad GBNF, the keyword and JSON pointer of a schema
+ * ("unsupported JSON Schema keyword 'not' at #/properties/x"). The handle can
+ * be shared by any number of sessions and threads. */
+QKV_API qkv_status qkv_grammar_create(const qkv_model* model, qkv_grammar_kind kind, const char* source,
+                                      qkv_grammar** grammar);
+/* Sessions keep their own reference: freeing the handle while they use it is safe. */
+QKV_API void qkv_grammar_free(qkv_grammar* grammar);
+/* Constrains the session's later qkv_session_sample calls: the logits of tokens
+ * whose text cannot continue the grammar are masked before the logit bias,
+ * penalties and filters; end-of-generation tokens are allowed only where the
+ * grammar can end (and alone where nothing else can follow). The grammar
+ * starts at its beginning and advances by each sampled token. NULL removes it. */
+QKV_API qkv_status qkv_session_set_grammar(qkv_session* session, const qkv_grammar* grammar);
+/* A grammar that waits: sampling stays free until the text the session's
+ * samples produce (control tokens as their text) contains one of the
+ * triggers; from then on the grammar constrains what follows the trigger
+ * (starting with the rest of the token that completed it). A tool-call
+ * grammar waits for its opener ("<tool_call>"), an answer format for the end
+ * of the thinking ("</think>"). Replaces any grammar the session has. */
+QKV_API qkv_status qkv_session_set_grammar_lazy(qkv_session* session, const qkv_grammar* grammar,
+                                                const char* const* triggers, int64_t n_triggers);
+/* Advances the session's grammar by a token chosen without qkv_session_sample;
+ * a token the grammar does not allow is QKV_ERR_INVALID_ARGUMENT (state kept). */
+QKV_API qkv_status qkv_session_grammar_accept(qkv_session* session, int32_t token);
+
 typedef struct {
   int64_t steps;     /* llama2.c -n: total positions incl. BOS and prompt; 0: off */
   int64_t n_predict; /* llama.cpp -n: new tokens; -1: until an end-of-generation token, BOS or full context */
@@ -304,6 +343,7 @@ typedef struct {
   const char* const* stop;
   int64_t n_stop;
   int parse_special; /* nonzero: control tokens written in the prompt become their ids (default 0) */
+  const qkv_grammar* grammar; /* NULL: unconstrained; else the generated text follows it */
 } qkv_generate_options;
 
 typedef struct {

@@ -166,6 +166,10 @@ qkv_status qkv_tokenize(const qkv_model* model, const char* text, int add_bos, i
 
 int qkv_has_chat_template(const qkv_model* model) { return model && !model->chat.source.empty() ? 1 : 0; }
 
+const char* qkv_model_chat_template(const qkv_model* model) {
+  return model && !model->chat.source.empty() ? model->chat.source.c_str() : nullptr;
+}
+
 qkv_status qkv_chat_render(const qkv_model* model, const char* template_source, const char* conversation_json,
                            int add_generation_prompt, char* text, int64_t capacity, int64_t* length) {
   QKV_REQUIRE(model);
@@ -526,8 +530,16 @@ qkv_status qkv_session_sample(qkv_session* session, int32_t* token) {
       session->sampler.emplace(so);
     }
     std::vector<float> scratch = session->last_logits;  // the sampler scales in place
-    *token = session->sampler->sample(scratch.data(), static_cast<int64_t>(scratch.size()), session->fed.data(),
+    const auto n = static_cast<int64_t>(scratch.size());
+    if (session->matcher) session->matcher->constrain(scratch.data(), n, session->mask);
+    *token = session->sampler->sample(scratch.data(), n, session->fed.data(),
                                       static_cast<int64_t>(session->fed.size()));
+    if (session->matcher) {
+      QKV_CHECK(session->matcher->accept_token(*token), "qkv_session_sample: the logit bias bans every token the grammar allows here");
+    } else if (session->lazy_grammar) {
+      watch_triggers(*session, *token);
+    }
+    session->last_sampled = *token;
     return QKV_OK;
   });
 }
@@ -613,6 +625,7 @@ qkv_status qkv_generate(qkv_session* session, const char* prompt, const qkv_gene
     g.seq = session->seq;
     g.sampler = to_sampler(o.sampler);
     g.sampler.logit_bias = session->logit_bias;
+    if (o.grammar) g.grammar = o.grammar->compiled;
     QKV_CHECK(o.n_stop >= 0 && (o.n_stop == 0 || o.stop), "qkv_generate: n_stop ", o.n_stop,
               " needs a stop array of that many strings");
     for (int64_t i = 0; i < o.n_stop; ++i) {

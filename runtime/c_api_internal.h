@@ -9,6 +9,7 @@
 #include <cstring>
 #include <initializer_list>
 #include <memory>
+#include <mutex>
 #include <new>
 #include <optional>
 #include <string>
@@ -21,6 +22,7 @@
 #include "qkv.h"
 #include "runtime/chat_template.h"
 #include "runtime/decoder.h"
+#include "runtime/grammar/matcher.h"
 #include "runtime/model.h"
 #include "runtime/sampler.h"
 #include "runtime/tokenizer.h"
@@ -29,6 +31,13 @@ struct qkv_model {
   qkv::Model model;
   std::optional<qkv::Tokenizer> tokenizer;
   qkv::ChatTemplate chat;  // tokenizer.chat_template and the BOS/EOS texts (GGUF only)
+  // The vocabulary as a token trie, built by the first grammar.
+  std::mutex trie_mu;
+  std::shared_ptr<const qkv::grammar::TokenTrie> trie;
+};
+
+struct qkv_grammar {
+  std::shared_ptr<const qkv::grammar::CompiledGrammar> compiled;
 };
 
 struct qkv_context {
@@ -46,6 +55,14 @@ struct qkv_session {
   std::optional<qkv::Sampler> sampler;
   std::vector<std::pair<int32_t, float>> logit_bias;  // qkv_session_set_logit_bias
   std::vector<int32_t> fed;  // tokens fed by prefill/step since the last reset, for the penalties
+  std::optional<qkv::grammar::Matcher> matcher;  // qkv_session_set_grammar
+  std::vector<uint64_t> mask;  // the grammar's allowed tokens, per sample
+  // qkv_session_set_grammar_lazy: the grammar waiting for a trigger, and the
+  // tail of the sampled text it is looked for in.
+  std::shared_ptr<const qkv::grammar::CompiledGrammar> lazy_grammar;
+  std::vector<std::string> triggers;
+  std::string trigger_window;
+  int32_t last_sampled = -1;
 };
 
 namespace qkv::capi {
@@ -169,5 +186,9 @@ inline std::optional<int64_t> checked_product(std::initializer_list<int64_t> fac
   }
   return r;
 }
+
+// After a free sample: looks for the lazy grammar's triggers in the sampled
+// text and starts the grammar after the first one found (c_api_grammar.cc).
+void watch_triggers(qkv_session& session, int32_t token);
 
 }  // namespace qkv::capi

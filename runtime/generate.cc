@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <chrono>
+#include <optional>
 
 #include "kernels/error.h"
 #include "runtime/stop_strings.h"
@@ -87,11 +88,16 @@ GenerateStats generate(Decoder& decoder, const Tokenizer& tokenizer, const std::
   std::vector<float> scratch(static_cast<size_t>(decoder.vocab_size()));
   int32_t token = tokens.back();
   std::vector<int32_t> history = tokens;  // what the penalties look back over
+  std::optional<grammar::Matcher> matcher;
+  std::vector<uint64_t> mask;
+  if (options.grammar) matcher.emplace(options.grammar);
   for (;;) {
     std::copy(logits, logits + scratch.size(), scratch.begin());
+    if (matcher) matcher->constrain(scratch.data(), static_cast<int64_t>(scratch.size()), mask);
     const int32_t next = sampler.sample(scratch.data(), static_cast<int64_t>(scratch.size()), history.data(),
                                         static_cast<int64_t>(history.size()));
     ++stats.generated_tokens;
+    QKV_CHECK(!matcher || matcher->accept_token(next), "generate: the logit bias bans every token the grammar allows here");
     if (tokenizer.is_eog(next)) {  // EOS, EOT, <|im_end|>, <end_of_turn>, ...
       stats.stop_reason = "eos";
       break;

@@ -4,10 +4,12 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "runtime/decoder.h"
+#include "runtime/grammar/matcher.h"
 #include "runtime/sampler.h"
 #include "runtime/tokenizer.h"
 
@@ -26,6 +28,9 @@ struct GenerateOptions {
   // Generation ends before the first of these strings; none of it is emitted,
   // even when it spans several tokens.
   std::vector<std::string> stop;
+  // When set, every sampled token continues this grammar (and the end comes
+  // only where it can end).
+  std::shared_ptr<const grammar::CompiledGrammar> grammar;
 };
 
 struct GenerateStats {

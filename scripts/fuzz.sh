@@ -39,7 +39,7 @@ dict_of() {
   case $1 in
     gguf|quantize) echo tests/fuzz/gguf.dict ;;
     chat_template) echo tests/fuzz/jinja.dict ;;
-    serve_request) echo tests/fuzz/json.dict ;;
+    serve_request|grammar) echo tests/fuzz/json.dict ;;
   esac
 }
 run_one() {

@@ -12,7 +12,7 @@ qkv=${QKV_BIN:-build/tools/qkv}
 shared=${QKV_SHARED:-../shared}
 [ -x "$qkv" ] || { echo "fuzz_seeds: no qkv binary at $qkv (build the Release target qkv or set QKV_BIN)" >&2; exit 1; }
 rm -rf "$out"
-mkdir -p "$out"/{gguf,llama2c,kld_file,tokenizer,chat_template,serve_request,quantize}
+mkdir -p "$out"/{gguf,llama2c,kld_file,tokenizer,chat_template,serve_request,quantize,grammar,tool_calls}
 
 # GGUF: tiny synthetic models of several families and weight types, and their
 # first 4 KiB (header, metadata and tensor table without the data).
@@ -124,4 +124,42 @@ echo '{"messages": [{"role": "system", "content": "Be brief."}, {"role": "user",
  "stream": true, "stream_options": {"include_usage": true}, "seed": 7, "top_p": 0.9, "top_k": 40}' > "$r/chat"
 echo '{"messages": [{"role": "user", "content": [{"type": "text", "text": "a"}]}], "max_completion_tokens": 4,
  "logprobs": true, "top_logprobs": 3, "frequency_penalty": 0.5, "presence_penalty": 0.1}' > "$r/chat-parts"
+echo '{"messages": [{"role": "user", "content": "x"}], "response_format": {"type": "json_schema",
+ "json_schema": {"name": "t", "schema": {"type": "object", "properties": {"a": {"type": "integer"}}}}}}' > "$r/chat-schema"
+echo '{"prompt": "x", "grammar": "root ::= [a-z]+"}' > "$r/completion-grammar"
+
+# Grammars (tests/fuzz/grammar.cc): byte 0 even for GBNF, odd for a JSON Schema.
+g=$out/grammar
+printf '\0root ::= "{" ws (pair ("," ws pair)*)? "}"\npair ::= [a-z]+ ":" ws [0-9]{1,3}\nws ::= [ \\t]*\n' > "$g/gbnf-object"
+printf '\0root ::= ("a" | [^b-z\\x00] .)* ("x"{2,4})? # comment\n' > "$g/gbnf-classes"
+printf '\1{"type": "object", "properties": {"s": {"type": "string", "pattern": "^[a-c]{2}-\\\\d+$"},
+ "n": {"type": "integer", "minimum": -12, "maximum": 340}, "e": {"enum": ["x", 1, null]},
+ "l": {"type": "array", "items": {"$ref": "#/$defs/t"}, "minItems": 1, "maxItems": 3}},
+ "required": ["s"], "$defs": {"t": {"anyOf": [{"type": "boolean"}, {"type": "string", "format": "date"}]}}}' > "$g/schema"
+# Model outputs (tests/fuzz/tool_calls.cc): byte 0 picks the family (the
+# order of toolcall::Family), then the text.
+python3 - "$out/tool_calls" <<'PY'
+import sys
+d = sys.argv[1]
+call = '{"name": "get_weather", "arguments": {"city": "Paris", "n": [1, 2.5e3, null, true]}}'
+outputs = [
+    (0, '{"tool_calls": [' + call + ']}'), (0, '{"response": "hi \\u00e9"}'),
+    (1, '<think>\nhm</think>\n\nSure.<tool_call>\n' + call + '\n</tool_call>\n<tool_call>\n' + call + '\n</tool_call>'),
+    (2, '{"name": "f", "parameters": {"a": 1}}; {"name": "g", "parameters": {}}'),
+    (2, '<|python_tag|>brave_search.call(query="x")'),
+    (3, '[TOOL_CALLS]get_weather[ARGS]{"city": "P"}[TOOL_CALLS]f[ARGS]{}'),
+    (3, '[TOOL_CALLS][' + call + ']'),
+    (4, 'ok <function=f>{"a": 1}</function><function=g>{}</function>'),
+    (5, ' functools[' + call + ']'),
+    (6, 'Action: ```json\n[{"tool_name": "f", "parameters": {}}]\n```'),
+    (7, '<|START_THINKING|>plan<|END_THINKING|><|START_ACTION|>[{"tool_call_id": "0", "tool_name": "f", "parameters": {}}]<|END_ACTION|>'),
+    (8, '<think>x</think>ok<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>f\n```json\n{"a": 1}\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>'),
+    (9, 'a</think>b<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>f<｜tool▁sep｜>{"a": 1}<｜tool▁call▁end｜><｜tool▁calls▁end｜>'),
+    (10, '<|channel|>analysis<|message|>think<|end|><|start|>assistant<|channel|>commentary to=functions.f <|constrain|>json<|message|>{"a": 1}'),
+    (10, '<|channel|>final<|message|>Hello'),
+]
+for i, (family, text) in enumerate(outputs):
+    with open(f"{d}/out-{i}", "wb") as f:
+        f.write(bytes([family]) + text.encode())
+PY
 echo "fuzz_seeds: $(find "$out" -type f | wc -l) seeds in $out"

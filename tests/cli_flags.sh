@@ -40,9 +40,10 @@ grep -q -- "-ngl 99 ignored: qkv runs on the CPU" "$dir/err" && grep -q -- "-fa 
 err=$(run -ctk nonsense 2>&1 >/dev/null); rc=$?
 [ $rc -ne 0 ] && printf '%s' "$err" | grep -q "nonsense" || { echo "FAIL: -ctk nonsense: rc $rc '$err'"; fail=1; }
 expect_missing --kv-type "$QKV" run -m "$model" -ctk -p hi
-# A renaming for run and chat only: another command names the flag as given.
-err=$("$QKV" serve -m "$model" --chat-template-file t.jinja 2>&1 >/dev/null); rc=$?
-[ $rc -ne 0 ] && printf '%s' "$err" | grep -q -- "unknown flag '--chat-template-file'" ||
+# qkv serve takes --chat-template-file itself (llama-server's spelling): a
+# missing file is named.
+err=$("$QKV" serve -m "$model" --chat-template-file "$dir/none.jinja" 2>&1 >/dev/null); rc=$?
+[ $rc -ne 0 ] && printf '%s' "$err" | grep -q -- "cannot open '$dir/none.jinja'" ||
   { echo "FAIL: serve --chat-template-file: rc $rc '$err'"; fail=1; }
 
 # llama-perplexity's spelling of a KL-divergence run: --kl-divergence-base

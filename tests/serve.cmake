@@ -6,6 +6,11 @@ add_test(NAME serve_openai
          COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/serve_openai.sh $<TARGET_FILE:qkv> ${QKV_SHARED_DIR}
                  ${PROJECT_BINARY_DIR}/serve_npm)
 set_tests_properties(serve_openai PROPERTIES TIMEOUT 300 LABELS "serve")
+# Schema-constrained output (response_format, json_schema, grammar) checked with ajv.
+add_test(NAME serve_schema
+         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/serve_schema.sh $<TARGET_FILE:qkv> ${QKV_SHARED_DIR}
+                 ${PROJECT_BINARY_DIR}/serve_schema_npm)
+set_tests_properties(serve_schema PROPERTIES TIMEOUT 600 LABELS "serve")
 foreach(t load faults faults_volume)
   add_test(NAME serve_${t}
            COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/serve_node.sh serve_${t}.mjs $<TARGET_FILE:qkv> ${QKV_SHARED_DIR})

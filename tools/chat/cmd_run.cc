@@ -33,6 +33,10 @@ const char* kRunUsage =
     "                        only the reply is printed\n"
     "  --system TEXT         with --chat: a system message first\n"
     "  --chat-template FILE  with --chat: this Jinja template instead of the model's\n"
+    "  --grammar TEXT        the output follows this GBNF grammar (llama.cpp's syntax; start rule root)\n"
+    "  --grammar-file FILE   the GBNF grammar from a file\n"
+    "  -j, --json-schema S   the output is JSON valid under this JSON Schema (JSON text)\n"
+    "  -jf, --json-schema-file FILE  the JSON Schema from a file\n"
     "  -q, --quiet           no timings on stderr\n";
 
 // Streams the text after the first `skip` bytes (the prompt's echo under --chat).
@@ -82,6 +86,8 @@ int cmd_run(int argc, char** argv) {
   bool seed_given = false, quiet = false, chat = false, display_prompt = true;
   std::vector<std::string> stops;
   LogitBias bias;
+  int grammar_kind = -1;  // a qkv_grammar_kind
+  std::string grammar_source;
 
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -112,6 +118,16 @@ int cmd_run(int argc, char** argv) {
       system = flag_value(argc, argv, i);
     } else if (a == "--chat-template") {
       chat_template = flag_value(argc, argv, i);
+    } else if (a == "--grammar" || a == "--grammar-file" || a == "-j" || a == "--json-schema" || a == "-jf" ||
+               a == "--json-schema-file") {
+      if (grammar_kind >= 0) {
+        std::fprintf(stderr, "qkv run: give one grammar (%s follows another grammar flag)\n", a.c_str());
+        return 2;
+      }
+      const bool from_file = a == "--grammar-file" || a == "-jf" || a == "--json-schema-file";
+      const std::string value = flag_value(argc, argv, i);
+      grammar_source = from_file ? read_file(value) : value;
+      grammar_kind = a == "--grammar" || a == "--grammar-file" ? QKV_GRAMMAR_GBNF : QKV_GRAMMAR_JSON_SCHEMA;
     } else if (a == "-q" || a == "--quiet") {
       quiet = true;
     } else if (!parse_sampler_flag(argc, argv, i, &gopts.sampler, &seed_given) &&
@@ -150,9 +166,16 @@ int cmd_run(int argc, char** argv) {
 
   size_t echo_bytes = 0;
   std::vector<std::string> chat_stops;
+  qkv_grammar* grammar = nullptr;
   try {
     apply_logit_bias(session, bias);
+    if (grammar_kind >= 0) {
+      check(qkv_grammar_create(model, static_cast<qkv_grammar_kind>(grammar_kind), grammar_source.c_str(), &grammar),
+            "compiling the grammar");
+      gopts.grammar = grammar;
+    }
   } catch (...) {
+    qkv_grammar_free(grammar);
     qkv_session_free(session);
     qkv_model_free(model);
     throw;
@@ -168,6 +191,7 @@ int cmd_run(int argc, char** argv) {
       }
       echo_bytes = echo_size(model, prompt, gopts);
     } catch (...) {
+      qkv_grammar_free(grammar);
       qkv_session_free(session);
       qkv_model_free(model);
       throw;
@@ -203,6 +227,7 @@ int cmd_run(int argc, char** argv) {
     std::fprintf(stderr, "qkv: stopped by %s after %" PRId64 " forward passes\n", stats.stop_reason,
                  stats.forward_passes);
   }
+  qkv_grammar_free(grammar);
   qkv_session_free(session);
   qkv_model_free(model);
   if (gen != QKV_OK) fail("generating: ", gen_error);

@@ -47,7 +47,9 @@ const char* kServeUsage =
     "  --prefill-batch N     prompt tokens per pass when the waiting prompts outnumber them\n"
     "                        (default 512)\n"
     "  --max-body BYTES      request body limit (default 1048576)\n"
-    "  --alias NAME          the model id in the API (default: the file name)\n";
+    "  --alias NAME          the model id in the API (default: the file name)\n"
+    "  --chat-template-file FILE  this Jinja chat template instead of the model's (its tool-call\n"
+    "                        and reasoning format is the one the replies are parsed with)\n";
 
 std::atomic<int> g_signal{0};
 void on_signal(int sig) { g_signal = sig; }
@@ -84,6 +86,9 @@ int cmd_serve(int argc, char** argv) {
       o.threads = static_cast<int>(parse_int(a.c_str(), flag_value(argc, argv, i), 1, 1024));
     } else if (a == "--memory-limit") {
       o.memory_limit = parse_bytes(a.c_str(), flag_value(argc, argv, i));
+    } else if (a == "--chat-template-file") {
+      o.chat_template = read_file(flag_value(argc, argv, i));
+      if (o.chat_template.empty()) fail("--chat-template-file: the file is empty");
     } else if (a == "--api-key") {
       o.api_key = flag_value(argc, argv, i);
       if (o.api_key.empty()) fail("flag --api-key needs a non-empty key");

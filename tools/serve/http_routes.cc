@@ -23,9 +23,14 @@ bool constant_time_equal(const std::string& a, const std::string& b) {
   return diff == 0;
 }
 
+// The key as OpenAI clients send it (Authorization: Bearer KEY) or as
+// Anthropic's do (x-api-key: KEY).
 bool authorized(const ServerState& st, const httplib::Request& req) {
   if (st.options.api_key.empty()) return true;
   if (req.path == "/health" || req.path == "/") return true;  // probes and the page itself
+  if (req.has_header("x-api-key") && constant_time_equal(req.get_header_value("x-api-key"), st.options.api_key)) {
+    return true;
+  }
   const std::string h = req.get_header_value("Authorization");
   const std::string prefix = "Bearer ";
   if (h.compare(0, prefix.size(), prefix) != 0) return false;
@@ -106,12 +111,18 @@ void send_error(httplib::Response& res, int status, const std::string& message, 
   res.set_content(dump(error_body(message, type, param, code)), "application/json");
 }
 
+void send_error_for(const httplib::Request& req, httplib::Response& res, const ApiError& e) {
+  res.status = e.status;
+  res.set_content(dump(error_body(error_style(req.path), e)), "application/json");
+}
+
 void install_routes(httplib::Server& svr, ServerState& st) {
   svr.set_pre_routing_handler([&st](const httplib::Request& req, httplib::Response& res) {
     if (authorized(st, req)) return httplib::Server::HandlerResponse::Unhandled;
     res.set_header("WWW-Authenticate", "Bearer");
-    send_error(res, 401, "Incorrect or missing API key: send 'Authorization: Bearer KEY'", "invalid_request_error",
-               "", "invalid_api_key");
+    send_error_for(req, res,
+                   ApiError(401, "Incorrect or missing API key: send 'Authorization: Bearer KEY' or 'x-api-key: KEY'",
+                            "invalid_request_error", "", "invalid_api_key"));
     st.metrics.request_done("auth", 401);
     return httplib::Server::HandlerResponse::Handled;
   });
@@ -125,10 +136,10 @@ void install_routes(httplib::Server& svr, ServerState& st) {
       case 413: msg = "the request body is larger than " + std::to_string(st.options.max_body) + " bytes"; break;
       default: msg = "the request could not be read (HTTP " + std::to_string(res.status) + ")"; break;
     }
-    send_error(res, res.status, msg, "invalid_request_error", "", res.status == 404 ? "not_found" : "");
+    send_error_for(req, res, ApiError(res.status, msg, "invalid_request_error", "", res.status == 404 ? "not_found" : ""));
     st.metrics.request_done(res.status == 404 ? "unknown" : "http", res.status);
   });
-  svr.set_exception_handler([&st](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
+  svr.set_exception_handler([&st](const httplib::Request& req, httplib::Response& res, std::exception_ptr ep) {
     std::string what = "unknown error";
     try {
       std::rethrow_exception(ep);
@@ -136,7 +147,7 @@ void install_routes(httplib::Server& svr, ServerState& st) {
       what = e.what();
     } catch (...) {
     }
-    send_error(res, 500, "internal error: " + what, "server_error");
+    send_error_for(req, res, ApiError(500, "internal error: " + what, "server_error"));
     st.metrics.request_done("internal", 500);
   });
 
@@ -172,6 +183,9 @@ void install_routes(httplib::Server& svr, ServerState& st) {
   svr.Post("/tokenize", guarded(st, "/tokenize", tokenize_route));
   svr.Post("/detokenize", guarded(st, "/detokenize", detokenize_route));
   svr.Get("/", [](const httplib::Request&, httplib::Response& res) { res.set_content(web_page(), "text/html; charset=utf-8"); });
+  install_anthropic_routes(svr, st);
+  install_responses_routes(svr, st);
+  install_ollama_routes(svr, st);
 }
 
 }  // namespace qkv::serve

@@ -82,6 +82,54 @@ std::vector<int32_t> token_array(const json& a, const char* name, const RequestL
 }
 
 // The fields both endpoints share.
+// response_format (OpenAI), json_schema and grammar (llama.cpp): at most one.
+void parse_output_format(const json& body, GenRequest& r) {
+  auto set = [&](int kind, std::string source, const char* param) {
+    if (r.grammar_kind >= 0) {
+      throw bad_field(param, "give only one of 'response_format', 'json_schema' and 'grammar' ('" +
+                                 r.grammar_param + "' is given too)");
+    }
+    r.grammar_kind = kind;
+    r.grammar_source = std::move(source);
+    r.grammar_param = param;
+  };
+  if (const json* rf = field(body, "response_format")) {
+    if (!rf->is_object()) throw bad_field("response_format", "'response_format' must be an object", "invalid_type");
+    const std::string type = string_field(*rf, "type");
+    if (type == "json_schema") {
+      const json* js = field(*rf, "json_schema");
+      if (!js || !js->is_object()) {
+        throw bad_field("response_format", "'response_format.json_schema' must be an object with a 'schema'");
+      }
+      const json* schema = field(*js, "schema");
+      if (!schema || !(schema->is_object() || schema->is_boolean())) {
+        throw bad_field("response_format", "'response_format.json_schema.schema' must be a JSON Schema object");
+      }
+      if (const json* strict = field(*js, "strict"); strict && !strict->is_boolean()) {
+        throw bad_field("response_format", "'response_format.json_schema.strict' must be true or false", "invalid_type");
+      }
+      set(QKV_GRAMMAR_JSON_SCHEMA, schema->dump(), "response_format");
+    } else if (type == "json_object") {
+      // llama-server's variant: a schema beside the type.
+      if (const json* schema = field(*rf, "schema")) {
+        set(QKV_GRAMMAR_JSON_SCHEMA, schema->dump(), "response_format");
+      } else {
+        set(QKV_GRAMMAR_JSON_OBJECT, "", "response_format");
+      }
+    } else if (type != "text") {
+      throw bad_field("response_format", "'response_format.type' must be text, json_object or json_schema");
+    }
+  }
+  if (const json* js = field(body, "json_schema")) {
+    if (!js->is_object() && !js->is_boolean()) throw bad_field("json_schema", "'json_schema' must be a JSON Schema object", "invalid_type");
+    set(QKV_GRAMMAR_JSON_SCHEMA, js->dump(), "json_schema");
+  }
+  if (const json* g = field(body, "grammar")) {
+    if (!g->is_string()) throw bad_field("grammar", "'grammar' must be GBNF grammar text", "invalid_type");
+    if (!g->get<std::string>().empty()) set(QKV_GRAMMAR_GBNF, g->get<std::string>(), "grammar");
+  }
+}
+
 void parse_common(const json& body, const RequestLimits& limits, GenRequest& r) {
   if (!body.is_object()) throw ApiError(400, "the request body must be a JSON object");
   r.model = string_field(body, "model");
@@ -159,6 +207,7 @@ void parse_common(const json& body, const RequestLimits& limits, GenRequest& r) 
     r.include_usage = boolean(*so, "include_usage", false);
   }
   r.user = string_field(body, "user");
+  parse_output_format(body, r);
 }
 
 }  // namespace
@@ -239,8 +288,11 @@ GenRequest parse_chat(const json& body, const RequestLimits& limits) {
       throw bad_field(where + ".content", "'" + where + ".content' must be a string or a list of text parts",
                       "invalid_type");
     }
+    parse_message_tool_parts(msg, where, cm);
     r.messages.push_back(std::move(cm));
   }
+  parse_tool_fields(body, r);
+  check_tool_messages(r);
   r.logprobs = boolean(body, "logprobs", false);
   r.top_logprobs = integer(body, "top_logprobs", 0, 20, 0);
   if (r.top_logprobs > 0 && !r.logprobs) {

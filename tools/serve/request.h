@@ -14,8 +14,22 @@
 
 namespace qkv::serve {
 
+// An assistant message's call of a tool (arguments: JSON text, as OpenAI sends it).
+struct ToolCallIn {
+  std::string id, name, arguments;
+};
+
 struct ChatMessage {
   std::string role, content;
+  std::string reasoning;              // assistant: reasoning_content
+  std::vector<ToolCallIn> tool_calls;  // assistant
+  std::string tool_call_id, name;      // tool: the call it answers; the tool's name
+};
+
+// A function tool of the request.
+struct ToolSpec {
+  std::string name, description;
+  nlohmann::ordered_json parameters;  // a JSON Schema (an empty object schema when not given), in declared order
 };
 
 struct GenRequest {
@@ -35,6 +49,18 @@ struct GenRequest {
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
   std::string user;
+  // Constrained output: a qkv_grammar_kind (-1: none) and its source, from
+  // response_format, or llama.cpp's json_schema / grammar fields.
+  int grammar_kind = -1;
+  std::string grammar_source;
+  std::string grammar_param;  // the field it came from, for errors
+  // Chat: tools the model may call, and how.
+  std::vector<ToolSpec> tools;
+  std::string tool_choice = "auto";  // auto, none, required, or function (tool_choice_name)
+  std::string tool_choice_name;
+  bool parallel_tool_calls = true;
+  bool extract_reasoning = true;  // reasoning_format: "none" keeps the thinking inline in content
+  nlohmann::json template_kwargs = nlohmann::json::object();  // chat_template_kwargs
 };
 
 // The limits the parser enforces (from the server's flags and the model).
@@ -51,5 +77,22 @@ nlohmann::json parse_body(const std::string& body, int max_depth);
 
 GenRequest parse_completion(const nlohmann::json& body, const RequestLimits& limits);
 GenRequest parse_chat(const nlohmann::json& body, const RequestLimits& limits);
+
+// Chat fields about tools and reasoning (tools/serve/request_tools.cc):
+// tools, tool_choice, parallel_tool_calls, reasoning_format,
+// chat_template_kwargs; and the tool parts of message i.
+void parse_tool_fields(const nlohmann::json& body, GenRequest& r);
+void parse_message_tool_parts(const nlohmann::json& msg, const std::string& where, ChatMessage& m);
+// Every tool message answers a call of an earlier assistant message.
+void check_tool_messages(const GenRequest& r);
+// A tool name as the APIs allow them: letters, digits, '_', '.', '-', up to max_length.
+bool valid_tool_name(const std::string& name, size_t max_length = 64);
+// tool_choice required or a named function needs tools, and the named one among them (400s).
+void check_tool_choice(const GenRequest& r);
+// The schemas of the request (response_format, json_schema, tool
+// parameters) again from the body text with their keys in the order the
+// client wrote them: the order structured output emits properties in. (The
+// body's json sorts keys.)
+void keep_declared_order(const std::string& body_text, GenRequest& r);
 
 }  // namespace qkv::serve

@@ -98,6 +98,22 @@ json chunk(const ResponseMeta& m, const std::string& text, const json& logprobs,
   return r;
 }
 
+json chat_response(const ResponseMeta& m, const json& message, const json& logprobs, const std::string& finish_reason,
+                   const json& usage) {
+  json r = base(m, "chat.completion");
+  r["choices"] = json::array(
+      {{{"index", 0}, {"message", message}, {"logprobs", logprobs}, {"finish_reason", reason(finish_reason)}}});
+  r["usage"] = usage;
+  return r;
+}
+
+json delta_chunk(const ResponseMeta& m, const json& delta, const json& logprobs, const std::string& finish_reason) {
+  json r = base(m, "chat.completion.chunk");
+  r["choices"] = json::array(
+      {{{"index", 0}, {"delta", delta}, {"logprobs", logprobs}, {"finish_reason", reason(finish_reason)}}});
+  return r;
+}
+
 json usage_chunk(const ResponseMeta& m, const json& usage) {
   json r = base(m, m.chat ? "chat.completion.chunk" : "text_completion");
   r["choices"] = json::array();

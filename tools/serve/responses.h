@@ -30,6 +30,12 @@ nlohmann::json full_response(const ResponseMeta& m, const std::string& text, con
 // One stream chunk; finish_reason empty: null. role: the chat delta's role (first chunk).
 nlohmann::json chunk(const ResponseMeta& m, const std::string& text, const nlohmann::json& logprobs,
                      const std::string& finish_reason, const std::string& role = "");
+// A chat response whose message object is given (content, reasoning_content, tool_calls).
+nlohmann::json chat_response(const ResponseMeta& m, const nlohmann::json& message, const nlohmann::json& logprobs,
+                             const std::string& finish_reason, const nlohmann::json& usage);
+// A chat stream chunk with the given delta object.
+nlohmann::json delta_chunk(const ResponseMeta& m, const nlohmann::json& delta, const nlohmann::json& logprobs,
+                           const std::string& finish_reason);
 // The usage chunk of stream_options.include_usage (no choices).
 nlohmann::json usage_chunk(const ResponseMeta& m, const nlohmann::json& usage);
 

@@ -18,13 +18,13 @@ size_t complete_utf8(const std::string& s) {
   return n;  // only continuation bytes: nothing to wait for
 }
 
-std::string piece(const qkv_model* model, int32_t prev, int32_t token) {
+std::string piece(const qkv_model* model, int32_t prev, int32_t token, int flags = 0) {
   char buf[256];
   int64_t n = 0;
-  if (qkv_token_piece(model, prev, token, 0, buf, sizeof buf, &n) == QKV_OK) return std::string(buf, n);
+  if (qkv_token_piece(model, prev, token, flags, buf, sizeof buf, &n) == QKV_OK) return std::string(buf, n);
   if (n <= 0) return {};
   std::string big(static_cast<size_t>(n) + 1, '\0');
-  if (qkv_token_piece(model, prev, token, 0, big.data(), n + 1, &n) != QKV_OK) return {};
+  if (qkv_token_piece(model, prev, token, flags, big.data(), n + 1, &n) != QKV_OK) return {};
   big.resize(static_cast<size_t>(n));
   return big;
 }
@@ -54,7 +54,6 @@ Scheduler::Scheduler(qkv_model* model, qkv_context* context, int n_slots, int64_
     : model_(model), context_(context), slot_context_(slot_context), options_(options), metrics_(metrics) {
   qkv_model_info info;
   qkv_model_get_info(model, &info);
-  eos_ = info.eos_id;
   bos_ = info.bos_id;
   vocab_ = info.vocab_size;
   slots_.resize(static_cast<size_t>(n_slots));
@@ -143,6 +142,7 @@ void Scheduler::finish(Slot& slot, const std::string& reason, const std::string&
     if (!rest.empty()) job->pieces.push_back(rest);
     job->done = true;
     job->finish_reason = reason;
+    job->stop_matched = slot.stops.stopped() ? slot.stops.matched() : std::string();
     job->error = error;
     job->completion_tokens = generated;
   }
@@ -182,6 +182,14 @@ void Scheduler::admit_locked() {
     s.limit = job->max_tokens < 0 ? room : std::min(job->max_tokens, room);
     qkv_status st = qkv_session_truncate(s.session, static_cast<int64_t>(keep));
     if (st == QKV_OK) st = qkv_session_set_sampler(s.session, &job->sampler);
+    if (st == QKV_OK && job->grammar && !job->triggers.empty()) {
+      std::vector<const char*> triggers;
+      for (const std::string& t : job->triggers) triggers.push_back(t.c_str());
+      st = qkv_session_set_grammar_lazy(s.session, job->grammar.get(), triggers.data(),
+                                        static_cast<int64_t>(triggers.size()));
+    } else if (st == QKV_OK) {
+      st = qkv_session_set_grammar(s.session, job->grammar.get());
+    }
     if (st == QKV_OK) {
       std::vector<int32_t> ids;
       std::vector<float> biases;
@@ -222,14 +230,14 @@ bool Scheduler::sample(Slot& slot) {
   }
   slot.last_token = now;
   ++slot.generated;
-  if (token == eos_ || token == bos_) {
+  if (qkv_is_eog(model_, token) || token == bos_) {
     finish(slot, "stop");
     return false;
   }
   const int32_t prev = slot.tokens.empty() ? -1 : slot.tokens.back();
   TokenOut out;
   out.id = token;
-  out.text = piece(model_, prev, token);
+  out.text = piece(model_, prev, token, job.special_text ? QKV_TOKENIZE_PARSE_SPECIAL : 0);
   if (job.logprobs) {
     std::vector<int32_t> ids(static_cast<size_t>(job.top_logprobs));
     std::vector<float> lps(ids.size());

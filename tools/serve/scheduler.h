@@ -62,6 +62,9 @@ struct Job {
   std::vector<std::string> stop;
   bool logprobs = false;
   int64_t top_logprobs = 0;
+  std::shared_ptr<qkv_grammar> grammar;  // constrained output; null: none
+  std::vector<std::string> triggers;     // non-empty: the grammar waits for one of these in the output
+  bool special_text = false;  // control tokens give their text (tool-call and thinking markers)
   Clock::time_point deadline = Clock::time_point::max();
   Clock::time_point arrival = Clock::now();
 
@@ -75,6 +78,7 @@ struct Job {
   std::vector<TokenOut> tokens;
   bool done = false;
   std::string finish_reason;  // "stop", "length", "cancelled", "timeout", "error"
+  std::string stop_matched;   // the stop string that ended the text ("" when none did)
   std::string error;
   int64_t prompt_tokens = 0, cached_tokens = 0, completion_tokens = 0;
 
@@ -135,7 +139,7 @@ class Scheduler {
   int64_t slot_context_;
   Options options_;
   Metrics& metrics_;
-  int32_t eos_ = -1, bos_ = -1;
+  int32_t bos_ = -1;
   int64_t vocab_ = 0;
   std::vector<Slot> slots_;
   uint64_t use_counter_ = 0;

@@ -9,6 +9,8 @@
 #include <httplib.h>
 
 #include "qkv.h"
+#include "tools/serve/api_error.h"
+#include "tools/serve/grammar_cache.h"
 #include "tools/serve/metrics.h"
 #include "tools/serve/request.h"
 #include "tools/serve/scheduler.h"
@@ -25,6 +27,7 @@ struct ServeOptions {
   int threads = 0;
   uint64_t memory_limit = 0;  // qkv_context_options.memory_limit; 0: none
   std::string api_key;
+  std::string chat_template;  // --chat-template-file's text; "": the model's
   size_t max_queue = 64;
   double timeout_s = 600;
   double grace_s = 10;
@@ -42,6 +45,7 @@ struct ServerState {
   int64_t slot_context = 0;
   RequestLimits limits;
   Metrics metrics;
+  GrammarCache grammars;
   std::unique_ptr<Scheduler> scheduler;
   std::atomic<bool> stopping{false};
   // Streaming responses whose last bytes are not yet written: a shutdown
@@ -57,6 +61,12 @@ void handle_generate(ServerState& state, bool chat, const httplib::Request& req,
 void send_error(httplib::Response& res, int status, const std::string& message,
                 const std::string& type = "invalid_request_error", const std::string& param = "",
                 const std::string& code = "");
+// Writes the error in the shape of the API the request's path belongs to.
+void send_error_for(const httplib::Request& req, httplib::Response& res, const ApiError& e);
+// API adapters (tools/serve/adapters/): each installs its routes.
+void install_anthropic_routes(httplib::Server& svr, ServerState& state);
+void install_responses_routes(httplib::Server& svr, ServerState& state);
+void install_ollama_routes(httplib::Server& svr, ServerState& state);
 // The web chat page served at /.
 const char* web_page();
 

@@ -1,0 +1,307 @@
+// The Ollama API's model endpoints for the one model the server holds:
+//   GET  /api/tags     the model: name and model (the server's model id),
+//                      modified_at (the file's time), size (the file's),
+//                      digest (a stable hash of the path and size, not
+//                      Ollama's sha256 of a blob: there is no blob store),
+//                      details {format, family, families, parameter_size,
+//                      quantization_level}.
+//   POST /api/show     {model, verbose?}: details, model_info (the GGUF
+//                      metadata; arrays only with verbose, as Ollama does),
+//                      template (the chat template's Jinja text, not a Go
+//                      template), parameters, capabilities ("completion",
+//                      "tools" when the template renders tools, "thinking"
+//                      when it has a thinking block).
+//   GET  /api/ps       the model as loaded: size (weights and KV cache),
+//                      expires_at (far away: it stays loaded while the server
+//                      runs, whatever keep_alive says), context_length.
+//   GET  /api/version  {version}: qkv's version.
+// Pulling, creating, copying, deleting and pushing models and embeddings are
+// not served (404): the model is the one the server was started with.
+#include <sys/stat.h>
+
+#include <cstdio>
+#include <ctime>
+
+#include "kernels/error.h"
+#include "runtime/gguf.h"
+#include "runtime/quant_plan.h"
+#include "runtime/tool_calls/tool_calls.h"
+#include "tools/serve/adapters/ollama.h"
+#include "tools/serve/api_error.h"
+
+namespace qkv::serve::ollama {
+
+using nlohmann::json;
+using nlohmann::ordered_json;
+
+std::string rfc3339(std::chrono::system_clock::time_point t) {
+  const int64_t us = std::chrono::duration_cast<std::chrono::microseconds>(t.time_since_epoch()).count();
+  const time_t s = static_cast<time_t>(us / 1000000);
+  std::tm g{};
+  gmtime_r(&s, &g);
+  char buf[64];
+  const size_t n = std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S", &g);
+  std::snprintf(buf + n, sizeof buf - n, ".%06dZ", static_cast<int>(us % 1000000));
+  return buf;
+}
+
+std::string checked_model(const ServerState& st, const json& body) {
+  auto it = body.find("model");
+  if (it == body.end() || it->is_null()) throw bad_field("model", "model is required", "missing_required_parameter");
+  if (!it->is_string()) throw bad_field("model", "'model' must be a string", "invalid_type");
+  const std::string name = it->get<std::string>();
+  const std::string& id = st.options.model_id;
+  if (name != id && name != id + ":latest") {
+    throw ApiError(404, "model '" + name + "' not found (this server has '" + id + "')", "not_found_error", "model",
+                   "model_not_found");
+  }
+  return name;
+}
+
+namespace {
+
+// FNV-1a over the text, from a given basis.
+uint64_t fnv1a(const std::string& s, uint64_t h) {
+  for (unsigned char c : s) {
+    h ^= c;
+    h *= 0x100000001b3ULL;
+  }
+  return h;
+}
+
+std::string digest_of(const std::string& path, uint64_t size) {
+  const std::string key = path + '\0' + std::to_string(size);
+  std::string hex;
+  char buf[17];
+  for (uint64_t round = 0; round < 4; ++round) {
+    std::snprintf(buf, sizeof buf, "%016llx",
+                  static_cast<unsigned long long>(fnv1a(key, 0xcbf29ce484222325ULL ^ (round * 0x9e3779b97f4a7c15ULL))));
+    hex += buf;
+  }
+  return hex;
+}
+
+// Ollama's style: "260K", "494.03M", "8.0B".
+std::string parameter_size(uint64_t n) {
+  char buf[32];
+  if (n >= 1000000000ULL) {
+    std::snprintf(buf, sizeof buf, "%.1fB", static_cast<double>(n) / 1e9);
+  } else if (n >= 1000000ULL) {
+    std::snprintf(buf, sizeof buf, "%.2fM", static_cast<double>(n) / 1e6);
+  } else if (n >= 1000ULL) {
+    std::snprintf(buf, sizeof buf, "%.0fK", static_cast<double>(n) / 1e3);
+  } else {
+    std::snprintf(buf, sizeof buf, "%llu", static_cast<unsigned long long>(n));
+  }
+  return buf;
+}
+
+ordered_json value_json(const GGUFValue& v) {
+  switch (v.type) {
+    case GGUFType::STRING: return v.as_string();
+    case GGUFType::BOOL: return v.as_bool();
+    case GGUFType::FLOAT32:
+    case GGUFType::FLOAT64: return v.as_double();
+    case GGUFType::ARRAY: {
+      ordered_json a = ordered_json::array();
+      if (v.elem_type == GGUFType::STRING) {
+        for (const std::string& s : v.strings) a.push_back(s);
+      } else if (v.elem_type == GGUFType::ARRAY) {
+        for (const GGUFValue& x : v.items) a.push_back(value_json(x));
+      } else {
+        for (uint64_t i = 0; i < v.count; ++i) a.push_back(value_json(v.element(i)));
+      }
+      return a;
+    }
+    default: return v.as_int();
+  }
+}
+
+// The preset name of llama.cpp's general.file_type, or the type most of the
+// weight bytes have.
+std::string quantization_level(const GGUFFile& f) {
+  if (const GGUFValue* ft = f.find("general.file_type"); ft && ft->is_integer()) {
+    const int64_t t = ft->as_int();
+    if (t == 0) return "F32";
+    std::string names = quant_preset_names();
+    size_t at = 0;
+    while (at < names.size()) {
+      size_t comma = names.find(", ", at);
+      if (comma == std::string::npos) comma = names.size();
+      const QuantPreset* p = find_quant_preset(names.substr(at, comma - at));
+      if (p && static_cast<int64_t>(quant_preset_file_type(*p)) == t) return quant_preset_name(*p);
+      at = comma + 2;
+    }
+  }
+  std::map<uint32_t, uint64_t> bytes;
+  for (const GGUFTensorInfo& t : f.tensors()) {
+    if (t.ne.size() >= 2) bytes[t.type] += t.n_bytes;
+  }
+  uint32_t best = ggml_type::F32;
+  uint64_t most = 0;
+  for (const auto& [type, n] : bytes) {
+    if (n > most) {
+      most = n;
+      best = type;
+    }
+  }
+  return ggml_type_name(best);
+}
+
+bool mentions_thinking(const std::string& source) {
+  for (const char* marker : {"reasoning_content", "enable_thinking", "<think>", "reasoning_effort", "thinking"}) {
+    if (source.find(marker) != std::string::npos) return true;
+  }
+  return false;
+}
+
+void send(httplib::Response& res, const ordered_json& j) {
+  res.set_content(j.dump(-1, ' ', false, nlohmann::detail::error_handler_t::replace),
+                  "application/json; charset=utf-8");
+}
+
+// Runs a handler, answering an ApiError as Ollama does ({"error": "..."}).
+template <typename F>
+httplib::Server::Handler guarded(ServerState& st, const char* endpoint, F f) {
+  return [&st, endpoint, f](const httplib::Request& req, httplib::Response& res) {
+    try {
+      f(req, res);
+      st.metrics.request_done(endpoint, 200);
+    } catch (const ApiError& e) {
+      send_error_for(req, res, e);
+      st.metrics.request_done(endpoint, e.status);
+    } catch (const json::exception& e) {
+      send_error_for(req, res, ApiError(400, std::string("unexpected JSON: ") + e.what()));
+      st.metrics.request_done(endpoint, 400);
+    }
+  };
+}
+
+// Bytes per KV cache element of the server's --kv-type.
+double kv_element_bytes(qkv_type t) {
+  switch (t) {
+    case QKV_TYPE_F32: return 4;
+    case QKV_TYPE_Q8_0: return 34.0 / 32.0;
+    default: return 2;
+  }
+}
+
+}  // namespace
+
+ModelCard make_model_card(const ServerState& st) {
+  ModelCard c;
+  const std::string& path = st.options.model_path;
+  struct stat sb {};
+  if (::stat(path.c_str(), &sb) == 0) {
+    c.file_size = static_cast<uint64_t>(sb.st_size);
+    c.file_time = rfc3339(std::chrono::system_clock::from_time_t(sb.st_mtime));
+  } else {
+    c.file_time = rfc3339(std::chrono::system_clock::now());
+  }
+  c.digest = digest_of(path, c.file_size);
+  const std::string arch = st.info.architecture;
+  std::string quant = "F32";  // a llama2.c checkpoint holds float32 weights
+  bool gguf = false;
+  ordered_json meta = ordered_json::object(), meta_verbose = ordered_json::object();
+  if (GGUFFile::has_magic(path)) {
+    try {
+      const GGUFFile f = GGUFFile::open(path);
+      gguf = true;
+      quant = quantization_level(f);
+      for (const auto& [key, value] : f.metadata()) {
+        if (key == "tokenizer.chat_template") continue;  // served as `template`
+        meta_verbose[key] = value_json(value);
+        meta[key] = value.type == GGUFType::ARRAY ? ordered_json::array() : meta_verbose[key];
+      }
+    } catch (const qkv::Error&) {  // it loaded, so this does not happen; the listing then has no metadata
+    }
+  }
+  if (!gguf) {  // what the checkpoint's header tells
+    meta = {{"general.architecture", arch},
+            {arch + ".context_length", st.info.context_length},
+            {arch + ".embedding_length", st.info.dim},
+            {arch + ".feed_forward_length", st.info.hidden_dim},
+            {arch + ".block_count", st.info.n_layers},
+            {arch + ".attention.head_count", st.info.n_heads},
+            {arch + ".attention.head_count_kv", st.info.n_kv_heads},
+            {arch + ".vocab_size", st.info.vocab_size}};
+    meta_verbose = meta;
+  }
+  if (!meta.contains("general.parameter_count")) {
+    meta["general.parameter_count"] = st.info.parameters;
+    meta_verbose["general.parameter_count"] = st.info.parameters;
+  }
+  c.model_info = std::move(meta);
+  c.model_info_verbose = std::move(meta_verbose);
+  c.details = {{"parent_model", ""},
+               {"format", gguf ? "gguf" : "llama2.c"},
+               {"family", arch},
+               {"families", {arch}},
+               {"parameter_size", parameter_size(st.info.parameters)},
+               {"quantization_level", quant}};
+  const char* model_template = qkv_model_chat_template(st.model);
+  c.template_text = !st.options.chat_template.empty() ? st.options.chat_template : model_template ? model_template : "";
+  const toolcall::Family family =
+      c.template_text.empty() ? toolcall::Family::kGeneric : toolcall::detect_family(c.template_text);
+  c.tools = family != toolcall::Family::kGeneric;
+  c.thinking = toolcall::has_reasoning(family) && mentions_thinking(c.template_text);
+  return c;
+}
+
+void install_model_routes(httplib::Server& svr, ServerState& st, std::shared_ptr<const ModelCard> card) {
+  svr.Get("/api/tags", guarded(st, "/api/tags", [&st, card](const httplib::Request&, httplib::Response& res) {
+            send(res, {{"models",
+                        {{{"name", st.options.model_id},
+                          {"model", st.options.model_id},
+                          {"modified_at", card->file_time},
+                          {"size", card->file_size},
+                          {"digest", card->digest},
+                          {"details", card->details}}}}});
+          }));
+  svr.Post("/api/show", guarded(st, "/api/show", [&st, card](const httplib::Request& req, httplib::Response& res) {
+             json body = parse_body(req.body, st.options.max_json_depth);
+             if (!body.is_object()) throw ApiError(400, "the request body must be a JSON object");
+             // Older clients send the model as `name`.
+             if ((!body.contains("model") || body["model"].is_null()) && body.contains("name")) {
+               body["model"] = body["name"];
+             }
+             checked_model(st, body);
+             bool verbose = false;
+             if (auto v = body.find("verbose"); v != body.end() && !v->is_null()) {
+               if (!v->is_boolean()) throw bad_field("verbose", "'verbose' must be true or false", "invalid_type");
+               verbose = v->get<bool>();
+             }
+             ordered_json caps = {"completion"};
+             if (card->tools) caps.push_back("tools");
+             if (card->thinking) caps.push_back("thinking");
+             send(res, {{"license", ""},
+                        {"modelfile", "# served by qkv serve\nFROM " + st.options.model_path + "\n"},
+                        {"parameters", "num_ctx " + std::to_string(st.slot_context)},
+                        {"template", card->template_text},
+                        {"system", ""},
+                        {"details", card->details},
+                        {"model_info", verbose ? card->model_info_verbose : card->model_info},
+                        {"capabilities", caps},
+                        {"modified_at", card->file_time}});
+           }));
+  svr.Get("/api/ps", guarded(st, "/api/ps", [&st, card](const httplib::Request&, httplib::Response& res) {
+            const double kv = 2.0 * static_cast<double>(st.info.n_layers * st.info.n_kv_heads * st.info.head_dim) *
+                              static_cast<double>(st.slot_context) * st.options.slots *
+                              kv_element_bytes(st.options.kv_type);
+            const auto forever = std::chrono::system_clock::now() + std::chrono::hours(24 * 365 * 100);
+            send(res, {{"models",
+                        {{{"name", st.options.model_id},
+                          {"model", st.options.model_id},
+                          {"size", st.info.weight_bytes + static_cast<uint64_t>(kv)},
+                          {"digest", card->digest},
+                          {"details", card->details},
+                          {"expires_at", rfc3339(forever)},
+                          {"size_vram", 0},
+                          {"context_length", st.slot_context}}}}});
+          }));
+  svr.Get("/api/version", guarded(st, "/api/version", [](const httplib::Request&, httplib::Response& res) {
+            send(res, {{"version", qkv_version()}});
+          }));
+}
+
+}  // namespace qkv::serve::ollama
