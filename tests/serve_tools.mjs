@@ -37,12 +37,12 @@ const END_NOW = { [EOS]: 100 };  // ends the reply wherever the grammar lets it 
 // Families the server parses; generic: a template without tool support (the
 // tools go into the prompt, the reply is one JSON object).
 const FAMILIES = ["hermes", "qwen3", "llama3", "mistral", "deepseek_v31", "functionary", "gpt_oss", "generic",
-                  "command_r7b"];
+                  "command_r7b", "firefunction", "command_r_plus"];
 // Families whose parallel calls sit in one block (a JSON list, or DeepSeek's
 // calls_begin ... calls_end): only the model's choice of the block's closer
 // ends the calls, which EOS bias cannot hasten, so the tiny model may fill
 // max_tokens with calls.
-const LIST_FAMILIES = ["generic", "command_r7b", "deepseek_v31"];
+const LIST_FAMILIES = ["generic", "command_r7b", "deepseek_v31", "firefunction", "command_r_plus"];
 
 const TOOLS = [
   { type: "function", function: { name: "get_weather", description: "The weather in a city",

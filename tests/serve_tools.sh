@@ -26,7 +26,8 @@ source "$(dirname "$0")/serve_lib.sh"
 FAMILIES="hermes=Qwen-Qwen2.5-7B-Instruct qwen3=Qwen-Qwen3-0.6B llama3=meta-llama-Llama-3.1-8B-Instruct
 mistral=unsloth-mistral-Devstral-Small-2507 deepseek_v31=deepseek-ai-DeepSeek-V3.1
 functionary=meetkai-functionary-medium-v3.1 gpt_oss=openai-gpt-oss-120b generic=google-gemma-2-2b-it
-command_r7b=CohereForAI-c4ai-command-r7b-12-2024-tool_use"
+command_r7b=CohereForAI-c4ai-command-r7b-12-2024-tool_use firefunction=fireworks-ai-llama-3-firefunction-v2
+command_r_plus=CohereForAI-c4ai-command-r-plus-tool_use"
 ARGS=()
 for f in $FAMILIES; do
   name="${f%%=*}"

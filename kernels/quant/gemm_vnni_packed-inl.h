@@ -578,7 +578,8 @@ QKV_VNNI_TARGET void GemmPackedType(const uint8_t* base, size_t cols, const floa
       sets[k].mw[g] = reinterpret_cast<float*>(take(scales));
     }
   }
-  auto tiles = [&](const PackSet& set, size_t r, auto* steps) {
+  // (A lambda has its own target: clang does not give it the function's.)
+  auto tiles = [&](const PackSet& set, size_t r, auto* steps) QKV_VNNI_TARGET {
     const uint32_t* const wc[2] = {set.w[0], set.w[1]};
     const float* const dwc[2] = {set.dw[0], set.dw[1]};
     const float* const mwc[2] = {set.mw[0], set.mw[1]};

@@ -20,7 +20,7 @@
 // Included by kernels/quant/vec_dot.cc after vec_dot_vnni-inl.h (its block
 // decoders give the types' offsets), when HWY_TARGET == HWY_AVX3_DL.
 
-#define QKV_GROUP_TARGET __attribute__((target("avx512vnni,bmi2,gfni,avx512bitalg")))
+#define QKV_GROUP_TARGET __attribute__((target(HWY_TARGET_STR ",avx512vnni,bmi2,gfni,avx512bitalg")))
 #define QKV_GROUP_INLINE QKV_GROUP_TARGET HWY_INLINE
 
 QKV_GROUP_INLINE int32_t LoadU32(const uint8_t* p) {

@@ -31,8 +31,10 @@
 // Included by kernels/quant/vec_dot.cc inside its per-target namespace when
 // HWY_TARGET == HWY_AVX3_DL; Highway 1.0.3's AVX3_DL does not enable
 // avx512vnni (kernels/linear.cc has the same note), hence the attributes.
+// They name the target's own features too: GCC adds a function's target to
+// the pragma's, clang puts it in place of them.
 
-#define QKV_VNNI_TARGET __attribute__((target("avx512vnni,bmi2,gfni")))
+#define QKV_VNNI_TARGET __attribute__((target(HWY_TARGET_STR ",avx512vnni,bmi2,gfni")))
 #define QKV_VNNI_INLINE QKV_VNNI_TARGET HWY_INLINE
 
 constexpr size_t kPrefetchBytes = 1024;

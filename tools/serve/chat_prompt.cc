@@ -1,6 +1,7 @@
 #include "tools/serve/chat_prompt.h"
 
 #include <algorithm>
+#include <ctime>
 #include <map>
 #include <mutex>
 
@@ -67,6 +68,30 @@ ordered_json tools_json(const GenRequest& r) {
     tools.push_back({{"type", "function"}, {"function", f}});
   }
   return tools;
+}
+
+// Variables a family's templates read besides `tools`: Firefunction v2 takes
+// the tools as `functions` (JSON text) and today's date as `datetime`;
+// Command R+ prints every parameter's description unguarded.
+void family_variables(toolcall::Family family, const ordered_json& tools, ordered_json& vars) {
+  if (family == toolcall::Family::kFirefunctionV2) {
+    vars["functions"] = tools.dump(2);
+    char date[64];
+    const std::time_t now = std::time(nullptr);
+    std::tm utc{};
+    gmtime_r(&now, &utc);
+    std::strftime(date, sizeof date, "%b %d %Y %H:%M:%S GMT", &utc);
+    vars["datetime"] = date;
+  }
+  if (family == toolcall::Family::kCommandRPlus && vars.contains("tools")) {
+    for (auto& tool : vars["tools"]) {
+      auto& params = tool["function"]["parameters"];
+      if (!params.is_object() || !params.contains("properties") || !params["properties"].is_object()) continue;
+      for (auto& prop : params["properties"]) {
+        if (prop.is_object() && !prop.contains("description")) prop["description"] = "";
+      }
+    }
+  }
 }
 
 std::string render_template(const qkv_model* model, const std::string& source, const ordered_json& vars) {
@@ -231,6 +256,8 @@ ChatPrompt render_chat(const qkv_model* model, const std::string& template_sourc
     }
     vars["messages"] = messages;
     if (with_tools && p.family != toolcall::Family::kGeneric) vars["tools"] = tools_json(r);
+    // (Firefunction's template reads `functions` with or without tools.)
+    family_variables(p.family, with_tools ? tools_json(r) : ordered_json::array(), vars);
     p.text = render_template(model, template_source, vars);
   }
   p.starts_in_reasoning = toolcall::prompt_opens_reasoning(p.family, p.text);

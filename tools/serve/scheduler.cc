@@ -225,6 +225,8 @@ bool Scheduler::sample(Slot& slot) {
   const auto now = Clock::now();
   if (slot.generated == 0) {
     metrics_.first_token(std::chrono::duration<double>(now - job.arrival).count());
+    std::lock_guard<std::mutex> lock(job.mu);
+    job.first_token_at = now;
   } else {
     metrics_.inter_token(std::chrono::duration<double>(now - slot.last_token).count());
   }

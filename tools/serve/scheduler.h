@@ -81,6 +81,7 @@ struct Job {
   std::string stop_matched;   // the stop string that ended the text ("" when none did)
   std::string error;
   int64_t prompt_tokens = 0, cached_tokens = 0, completion_tokens = 0;
+  Clock::time_point first_token_at{};  // when the first token was sampled (epoch: none yet)
 
   // Waits up to `wait` for output or the end; takes what there is.
   JobEvents take(std::chrono::milliseconds wait);

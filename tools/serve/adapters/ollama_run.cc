@@ -11,7 +11,7 @@
 // Durations are wall time in nanoseconds: load_duration covers reading the
 // request, rendering and tokenizing the prompt (the model is loaded at
 // start), prompt_eval_duration the wait for a slot and the prefill up to the
-// first generated text, eval_duration the rest.
+// first sampled token, eval_duration the rest.
 #include <atomic>
 #include <chrono>
 #include <memory>
@@ -96,7 +96,13 @@ struct Run {
     }
     // Ollama says "stop" for a reply that ends in tool calls too.
     j["done_reason"] = reason == "length" ? "length" : "stop";
-    const Clock::time_point first = has_first_text ? first_text : end;
+    // The first token's sampling time splits prefill from generation (the
+    // time this side first saw text when the job has none).
+    Clock::time_point first = has_first_text ? first_text : end;
+    {
+      std::lock_guard<std::mutex> lock(job->mu);
+      if (job->first_token_at != Clock::time_point{}) first = job->first_token_at;
+    }
     j["total_duration"] = ns(end - spec.start);
     j["load_duration"] = ns(submitted - spec.start);
     j["prompt_eval_count"] = prompt;
