@@ -217,8 +217,10 @@ void run(ServerState& st, GenRequest& r, const RunSpec& spec, httplib::Response&
   ChatSetup setup;
   run->job = make_job(st, r, prompt_text, setup);
   if (r.chat) run->out = std::make_unique<ChatOutput>(setup.family, r, setup.starts_in_reasoning);
-  submit(st, run->job, res);
+  // Before submitting: the scheduler may sample the first token before
+  // submit returns.
   run->submitted = Clock::now();
+  submit(st, run->job, res);
   if (spec.stream) {
     answer_stream(st, run, res);
   } else {
