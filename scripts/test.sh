@@ -6,10 +6,8 @@
 #   3. the suites labelled "tsan" (one model shared by sessions on many threads)
 #      built with ThreadSanitizer;
 #   4. the suites labelled "kernels" with Highway compiled for SCALAR only;
-#   5. the suites labelled "kernels" built with clang-14 (every SIMD target:
-#      the tree builds with both compilers);
-#   6. every libFuzzer harness of tests/fuzz for QKV_FUZZ_SECONDS (scripts/fuzz.sh).
-# QKV_TEST_QUICK=1 stops after the first stage; QKV_TEST_SKIP_FUZZ=1 leaves out the sixth.
+#   5. every libFuzzer harness of tests/fuzz for QKV_FUZZ_SECONDS (scripts/fuzz.sh).
+# QKV_TEST_QUICK=1 stops after the first stage; QKV_TEST_SKIP_FUZZ=1 leaves out the fifth.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh --tests
@@ -70,9 +68,6 @@ TSAN_OPTIONS=halt_on_error=1 sanitized_stage build-tsan tsan -DQKV_TSAN=ON -DQKV
 
 stage "Kernels compiled for Highway's SCALAR target only"
 sanitized_stage build-scalar kernels -DQKV_SCALAR_ONLY=ON -DCMAKE_BUILD_TYPE=Release
-
-stage "Kernels built with clang-14"
-CC=clang-14 CXX=clang++-14 sanitized_stage build-clang kernels -DCMAKE_BUILD_TYPE=Release
 
 if [ "${QKV_TEST_SKIP_FUZZ:-0}" = 1 ]; then
   stage "libFuzzer harnesses: skipped (QKV_TEST_SKIP_FUZZ=1)"

@@ -333,8 +333,10 @@ TEST_CASE("every misuse is a clear error") {
     CHECK(c.stored(1, 0) == 3);
   }
   SUBCASE("prefetch_store, a hint, ignores what store refuses") {
-    for (const auto& [l, s, p] : {std::array<int64_t, 3>{-1, 0, 0}, {2, 0, 0}, {0, -1, 0}, {0, 2, 0},
-                                  {0, 0, -1}, {0, 0, 6}, {0, 0, int64_t{1} << 62}}) {
+    for (const auto& lsp : {std::array<int64_t, 3>{-1, 0, 0}, {2, 0, 0}, {0, -1, 0}, {0, 2, 0},
+                            {0, 0, -1}, {0, 0, 6}, {0, 0, int64_t{1} << 62}}) {
+      // Plain variables: CHECK's lambdas cannot capture structured bindings before C++20 (clang).
+      const int64_t l = lsp[0], s = lsp[1], p = lsp[2];
       CAPTURE(l);
       CAPTURE(s);
       CAPTURE(p);

@@ -122,7 +122,9 @@ TEST_CASE("rope_rotate on every SIMD target is the scalar formula bit for bit, b
   // Vectors of pairs and a scalar tail: rope_dim 96 (whole vectors on every
   // width), 40 and 20 (tails), 6 (tail only) in heads of 128, 80, 64 and 8.
   const size_t shapes[][2] = {{128, 96}, {80, 40}, {64, 20}, {8, 6}, {64, 64}};
-  for (const auto& [head_dim, rope_dim] : shapes) {
+  for (const auto& shape : shapes) {
+    // Plain variables: lambdas cannot capture structured bindings before C++20 (clang).
+    const size_t head_dim = shape[0], rope_dim = shape[1];
     for (RopeStyle style : {RopeStyle::Adjacent, RopeStyle::Neox}) {
       CAPTURE(head_dim);
       CAPTURE(rope_dim);

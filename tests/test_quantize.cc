@@ -82,7 +82,10 @@ TEST_CASE("the quantizers reproduce llama-quantize's bytes for every tensor of e
       ++tensors;
     }
   }
-  for (const auto& [name, tt] : tally) {
+  for (const auto& entry : tally) {
+    // Plain references: INFO's lambda cannot capture structured bindings before C++20 (clang).
+    const auto& name = entry.first;
+    const auto& tt = entry.second;
     INFO(name, ": ", tt.differing, " of ", tt.blocks, " blocks differ (",
          100.0 * double(tt.differing) / double(tt.blocks), "%); squared error over them: ours ",
          tt.sq_err_ours, ", llama.cpp's ", tt.sq_err_theirs);
