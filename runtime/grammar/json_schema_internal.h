@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "runtime/utf8.h"
+
 namespace qkv::grammar::schema_detail {
 
 // A GBNF literal ("...") matching exactly the UTF-8 text.
@@ -15,7 +17,6 @@ std::string gbnf_literal(const std::string& text);
 // One code point written for a GBNF character class ([...]).
 std::string gbnf_class_char(uint32_t cp);
 
-std::string encode_utf8(uint32_t cp);
 // Code points of a UTF-8 text; nullopt when it is not valid UTF-8.
 std::optional<std::vector<uint32_t>> decode_utf8(const std::string& text);
 

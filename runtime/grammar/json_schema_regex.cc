@@ -86,7 +86,7 @@ std::string json_spelling(uint32_t cp) {
     static const char kHex[] = "0123456789abcdef";
     return std::string("\\u00") + kHex[cp >> 4] + kHex[cp & 15];
   }
-  return encode_utf8(cp);
+  return utf8_encode(cp);
 }
 
 std::string class_of(const Ranges& r, bool negated) {
@@ -240,7 +240,7 @@ class Translator {
 
   std::string snippet(size_t from) const {
     std::string s;
-    for (size_t k = from; k < std::min(i_, p_.size()); ++k) s += encode_utf8(p_[k]);
+    for (size_t k = from; k < std::min(i_, p_.size()); ++k) s += utf8_encode(p_[k]);
     return s;
   }
 
@@ -260,7 +260,7 @@ class Translator {
       case '(': return group(depth, start);
       case '*':
       case '+':
-      case '?': invalid("nothing to repeat before '" + encode_utf8(c) + "'");
+      case '?': invalid("nothing to repeat before '" + utf8_encode(c) + "'");
       case '{': {
         --i_;
         int lo, hi;
@@ -286,7 +286,7 @@ class Translator {
         while (!at_end() && peek() != '>') ++i_;
         if (!eat('>')) invalid("unterminated group name");
       } else {
-        unsupported(snippet(start) + encode_utf8(peek()), "an unknown group kind");
+        unsupported(snippet(start) + utf8_encode(peek()), "an unknown group kind");
       }
     }
     Piece inner = alternation(depth + 1);
@@ -418,7 +418,7 @@ class Translator {
         unsupported("\\b", "a word boundary");
       case 'B': unsupported("\\B", "a word boundary");
       case '0':
-        if (peek() >= '0' && peek() <= '9') unsupported(snippet(start) + encode_utf8(peek()), "an octal escape");
+        if (peek() >= '0' && peek() <= '9') unsupported(snippet(start) + utf8_encode(peek()), "an octal escape");
         return 0;
       case 'k': unsupported("\\k", "a named backreference");
       case 'p':

@@ -42,7 +42,7 @@ std::string not_listed(const Trie& node) {
   std::vector<std::string> alts;
   for (const auto& [cp, sub] : node.next) {
     other += gbnf_class_char(cp);
-    alts.push_back(gbnf_literal(encode_utf8(cp)) + " " + not_listed(sub));
+    alts.push_back(gbnf_literal(utf8_encode(cp)) + " " + not_listed(sub));
   }
   alts.insert(alts.begin(), other + "] key-char* \"\\\"\"");
   if (!node.end) alts.push_back("\"\\\"\"");

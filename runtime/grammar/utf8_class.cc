@@ -4,6 +4,7 @@
 #include <map>
 
 #include "kernels/error.h"
+#include "runtime/utf8.h"
 
 namespace qkv::grammar {
 
@@ -13,29 +14,6 @@ constexpr uint32_t kMaxCode = 0x10FFFF;
 
 // One run of UTF-8 encodings: per byte position an inclusive byte range.
 using ByteSeq = std::vector<std::pair<uint8_t, uint8_t>>;
-
-int encode(uint32_t c, uint8_t* out) {
-  if (c < 0x80) {
-    out[0] = static_cast<uint8_t>(c);
-    return 1;
-  }
-  if (c < 0x800) {
-    out[0] = static_cast<uint8_t>(0xC0 | (c >> 6));
-    out[1] = static_cast<uint8_t>(0x80 | (c & 0x3F));
-    return 2;
-  }
-  if (c < 0x10000) {
-    out[0] = static_cast<uint8_t>(0xE0 | (c >> 12));
-    out[1] = static_cast<uint8_t>(0x80 | ((c >> 6) & 0x3F));
-    out[2] = static_cast<uint8_t>(0x80 | (c & 0x3F));
-    return 3;
-  }
-  out[0] = static_cast<uint8_t>(0xF0 | (c >> 18));
-  out[1] = static_cast<uint8_t>(0x80 | ((c >> 12) & 0x3F));
-  out[2] = static_cast<uint8_t>(0x80 | ((c >> 6) & 0x3F));
-  out[3] = static_cast<uint8_t>(0x80 | (c & 0x3F));
-  return 4;
-}
 
 // Splits [lo, hi] until every piece encodes to the same length and its
 // encodings form a product of byte ranges (the standard UTF-8 range split).
@@ -48,8 +26,8 @@ void split(uint32_t lo, uint32_t hi, std::vector<ByteSeq>& out) {
       return;
     }
   }
-  uint8_t a[4], b[4];
-  const int n = encode(lo, a);
+  const std::string a = utf8_encode(lo);
+  const int n = static_cast<int>(a.size());
   for (int i = 1; i < n; ++i) {
     const uint32_t m = (1u << (6 * i)) - 1;
     if ((lo & ~m) != (hi & ~m)) {
@@ -65,9 +43,9 @@ void split(uint32_t lo, uint32_t hi, std::vector<ByteSeq>& out) {
       }
     }
   }
-  encode(hi, b);
+  const std::string b = utf8_encode(hi);
   ByteSeq seq;
-  for (int i = 0; i < n; ++i) seq.emplace_back(a[i], b[i]);
+  for (int i = 0; i < n; ++i) seq.emplace_back(static_cast<uint8_t>(a[i]), static_cast<uint8_t>(b[i]));
   out.push_back(std::move(seq));
 }
 

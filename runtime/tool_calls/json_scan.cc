@@ -4,6 +4,7 @@
 #include <cstdint>
 
 #include "runtime/tool_calls/tool_calls_internal.h"
+#include "runtime/utf8.h"
 
 namespace qkv::toolcall::detail {
 
@@ -189,24 +190,6 @@ ScanResult scan_json_value(const std::string& s, size_t pos) {
 
 namespace {
 
-void append_utf8(std::string* out, uint32_t cp) {
-  if (cp < 0x80) {
-    out->push_back(static_cast<char>(cp));
-  } else if (cp < 0x800) {
-    out->push_back(static_cast<char>(0xC0 | (cp >> 6)));
-    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  } else if (cp < 0x10000) {
-    out->push_back(static_cast<char>(0xE0 | (cp >> 12)));
-    out->push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  } else {
-    out->push_back(static_cast<char>(0xF0 | (cp >> 18)));
-    out->push_back(static_cast<char>(0x80 | ((cp >> 12) & 0x3F)));
-    out->push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  }
-}
-
 bool read_hex4(const std::string& s, size_t pos, uint32_t* v) {
   if (pos + 4 > s.size()) return false;
   *v = 0;
@@ -261,7 +244,7 @@ bool decode_json_string(const std::string& s, size_t quote, std::string* out, si
     } else if (cp >= 0xDC00 && cp < 0xE000) {
       cp = 0xFFFD;
     }
-    append_utf8(out, cp);
+    append_utf8(*out, cp);
     i = next;
   }
   *end = s.size();

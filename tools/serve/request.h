@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -85,6 +86,10 @@ void parse_tool_fields(const nlohmann::json& body, GenRequest& r);
 void parse_message_tool_parts(const nlohmann::json& msg, const std::string& where, ChatMessage& m);
 // Every tool message answers a call of an earlier assistant message.
 void check_tool_messages(const GenRequest& r);
+// A function tool's name, description and parameters from the object holding
+// them (chat: tools[i].function; Responses: tools[i]); where: its path, for
+// errors; names: the tools' names so far (a repeat is a 400).
+ToolSpec function_tool(const nlohmann::json& f, const std::string& where, std::set<std::string>& names);
 // A tool name as the APIs allow them: letters, digits, '_', '.', '-', up to max_length.
 bool valid_tool_name(const std::string& name, size_t max_length = 64);
 // tool_choice required or a named function needs tools, and the named one among them (400s).

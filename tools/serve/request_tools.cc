@@ -55,6 +55,37 @@ void check_tool_choice(const GenRequest& r) {
   }
 }
 
+ToolSpec function_tool(const json& f, const std::string& where, std::set<std::string>& names) {
+  // Errors name the field's whole path as their param.
+  auto text = [&](const char* key, bool required) {
+    const std::string at = where + "." + key;
+    const json* v = get(f, key);
+    if (!v) {
+      if (required) throw bad_field(at, "'" + at + "' is required", "missing_required_parameter");
+      return std::string();
+    }
+    if (!v->is_string()) throw bad_field(at, "'" + at + "' must be a string", "invalid_type");
+    return v->get<std::string>();
+  };
+  ToolSpec spec;
+  spec.name = text("name", true);
+  if (!valid_tool_name(spec.name)) {
+    throw bad_field(where + ".name", "'" + where + ".name' must be 1 to 64 letters, digits, '_', '.' or '-' (got \"" +
+                                         spec.name + "\")");
+  }
+  if (!names.insert(spec.name).second) throw bad_field(where + ".name", "two tools are named \"" + spec.name + "\"");
+  spec.description = text("description", false);
+  if (const json* p = get(f, "parameters")) {
+    if (!p->is_object()) {
+      throw bad_field(where + ".parameters", "'" + where + ".parameters' must be a JSON Schema object", "invalid_type");
+    }
+    spec.parameters = *p;
+  } else {
+    spec.parameters = {{"type", "object"}, {"properties", json::object()}};
+  }
+  return spec;
+}
+
 void parse_tool_fields(const json& body, GenRequest& r) {
   if (const json* tools = get(body, "tools")) {
     if (!tools->is_array()) throw bad_field("tools", "'tools' must be a list of tools", "invalid_type");
@@ -74,25 +105,7 @@ void parse_tool_fields(const json& body, GenRequest& r) {
       if (!f || !f->is_object()) {
         throw bad_field(where + ".function", "'" + where + ".function' must be an object", "missing_required_parameter");
       }
-      ToolSpec spec;
-      spec.name = text_of(*f, "name", where + ".function", true);
-      if (!valid_tool_name(spec.name)) {
-        throw bad_field(where + ".function.name", "'" + where + ".function.name' must be 1 to 64 letters, digits, "
-                                                  "'_', '.' or '-' (got \"" + spec.name + "\")");
-      }
-      if (!names.insert(spec.name).second) {
-        throw bad_field(where + ".function.name", "two tools are named \"" + spec.name + "\"");
-      }
-      spec.description = text_of(*f, "description", where + ".function", false);
-      if (const json* p = get(*f, "parameters")) {
-        if (!p->is_object()) {
-          throw bad_field(where + ".function.parameters", "'" + where + ".function.parameters' must be a JSON Schema object",
-                          "invalid_type");
-        }
-        spec.parameters = *p;
-      } else {
-        spec.parameters = {{"type", "object"}, {"properties", json::object()}};
-      }
+      ToolSpec spec = function_tool(*f, where + ".function", names);
       r.tools.push_back(std::move(spec));
     }
   }

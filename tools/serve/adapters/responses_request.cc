@@ -289,25 +289,7 @@ void parse_tools(const json& body, GenRequest& r, json& echo) {
         throw bad_field(where + ".type", "'" + where + ".type' \"" + type + "\" is not supported: this server "
                                          "runs function tools only", "unsupported_value");
       }
-      ToolSpec spec;
-      spec.name = text_field(t, "name", where, true);
-      if (!valid_tool_name(spec.name)) {
-        throw bad_field(where + ".name", "'" + where + ".name' must be 1 to 64 letters, digits, '_', '.' or '-' "
-                                         "(got \"" + spec.name + "\")");
-      }
-      if (!names.insert(spec.name).second) {
-        throw bad_field(where + ".name", "two tools are named \"" + spec.name + "\"");
-      }
-      spec.description = text_field(t, "description", where, false);
-      if (const json* p = field(t, "parameters")) {
-        if (!p->is_object()) {
-          throw bad_field(where + ".parameters", "'" + where + ".parameters' must be a JSON Schema object",
-                          "invalid_type");
-        }
-        spec.parameters = *p;
-      } else {
-        spec.parameters = {{"type", "object"}, {"properties", json::object()}};
-      }
+      ToolSpec spec = function_tool(t, where, names);
       // The grammar holds the call to the schema whether strict or not.
       const bool strict = bool_field(t, "strict", where, true);
       echo["tools"].push_back({{"type", "function"},
