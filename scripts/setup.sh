@@ -15,8 +15,8 @@ command -v npm >/dev/null || packages+=(npm)
 # --tests: also the tools only the tests use: Python's jinja2 (the chat-template
 # oracle), Chromium (renders the attention-map SVG headless), tmux (qkv chat in a
 # terminal), clang-14 and its runtime libraries (libFuzzer and the sanitizers of
-# tests/fuzz, scripts/fuzz.sh).
-[ "${1:-}" = --tests ] && packages+=(python3-jinja2 chromium tmux clang-14 libclang-rt-14-dev)
+# tests/fuzz, scripts/fuzz.sh; LLVM's OpenMP for the clang-14 build of the tree).
+[ "${1:-}" = --tests ] && packages+=(python3-jinja2 chromium tmux clang-14 libclang-rt-14-dev libomp-14-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -6,8 +6,10 @@
 #   3. the suites labelled "tsan" (one model shared by sessions on many threads)
 #      built with ThreadSanitizer;
 #   4. the suites labelled "kernels" with Highway compiled for SCALAR only;
-#   5. every libFuzzer harness of tests/fuzz for QKV_FUZZ_SECONDS (scripts/fuzz.sh).
-# QKV_TEST_QUICK=1 stops after the first stage; QKV_TEST_SKIP_FUZZ=1 leaves out the fifth.
+#   5. the whole tree built with clang-14 (Release), and the suites labelled
+#      "asan" (the unit suites) run from it;
+#   6. every libFuzzer harness of tests/fuzz for QKV_FUZZ_SECONDS (scripts/fuzz.sh).
+# QKV_TEST_QUICK=1 stops after the first stage; QKV_TEST_SKIP_FUZZ=1 leaves out the sixth.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh --tests
@@ -68,6 +70,11 @@ TSAN_OPTIONS=halt_on_error=1 sanitized_stage build-tsan tsan -DQKV_TSAN=ON -DQKV
 
 stage "Kernels compiled for Highway's SCALAR target only"
 sanitized_stage build-scalar kernels -DQKV_SCALAR_ONLY=ON -DCMAKE_BUILD_TYPE=Release
+
+stage "clang-14: the whole tree, and the unit suites"
+cmake -S . -B build-clang -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER=clang++-14 -DCMAKE_C_COMPILER=clang-14 >/dev/null
+cmake --build build-clang -j"$jobs"
+run_ctest --test-dir build-clang --output-on-failure -j"$jobs" -L asan
 
 if [ "${QKV_TEST_SKIP_FUZZ:-0}" = 1 ]; then
   stage "libFuzzer harnesses: skipped (QKV_TEST_SKIP_FUZZ=1)"

@@ -7,13 +7,9 @@
 #    without AVX-512 VNNI Q8_0's prefill runs through a dequantized bf16 GEMM
 #    instead of int8 dots: 1e-4 there). The 32-value block types' weights are
 #    laid out in row groups where the CPU has AVX-512 VNNI
-#    (kernels/quant/row_groups.h). Q4_0 and Q4_1 are the exception: llama.cpp
-#    b4748's own logits for them are far from F32 (its perplexity 4.307 and
-#    4.282 against F32's 4.010, reference/tinystories-3M-ppl.json; its Q2_K
-#    scores 4.16; docs/design.md: its AMX back end, which the base files
-#    ran on), while their dequantized weights equal qkv's bit for bit
-#    (test_quant_dequant) and its greedy decode mostly matches. For them the figures are printed and qkv's own KLD
-#    from F32 must stay below Q3_K_S's (a 3.4-bit preset);
+#    (kernels/quant/row_groups.h). The Q4_0 and Q4_1 bases come from a
+#    llama.cpp build without its AMX int8 kernels (../shared/README.md):
+#    2.0e-5 and 3.0e-5 there, against their own 3.3e-3 and 1.9e-3 from F32;
 #  * greedy text (200 tokens, F32 KV cache) equals llama.cpp's for all six
 #    prompts with F32 and F16 weights (up to where qkv stops at BOS); for the
 #    other presets the number of matching prompts is printed.
@@ -32,18 +28,13 @@ kld() {  # kld MODEL_PRESET BASE_PRESET
     --kv-type f32 -t 2 --chunks 1 --json 2>/dev/null | python3 -c 'import json,sys; print(json.load(sys.stdin)["kld"])'
 }
 presets="F16 BF16 Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q2_K Q3_K_S Q3_K_M Q3_K_L Q4_K_S Q4_K_M Q5_K_S Q5_K_M Q6_K IQ4_NL IQ4_XS"
-q3ks_own=$(kld Q3_K_S F32) || { echo "FAIL: perplexity on Q3_K_S against F32"; fail=1; q3ks_own=0; }
 for p in $presets; do
   same=$(kld $p $p) || { echo "FAIL: perplexity on $p"; fail=1; continue; }
   own=$(kld $p F32) || { echo "FAIL: perplexity on $p against F32"; fail=1; continue; }
   verdict=$(python3 -c "
-same, own, p, q3ks = $same, $own, '$p', $q3ks_own
-if p in ('Q4_0', 'Q4_1'):
-    ok = own < q3ks
-    print(('ok' if ok else 'FAIL') + f' {p}: own KLD vs F32 {own:.3g}, below Q3_K_S\'s {q3ks:.3g} (KLD vs llama.cpp {same:.3g}: its base is off)')
-else:
-    floor = 3e-5 if p in ('F16', 'BF16') or (p == 'Q8_0' and $vnni) else 1e-4 if p == 'Q8_0' else 0.10 * own
-    print(('ok' if same <= floor else 'FAIL') + f' {p}: KLD vs llama.cpp {same:.3g}, own KLD vs F32 {own:.3g}, floor {floor:.3g}')")
+same, own, p = $same, $own, '$p'
+floor = 3e-5 if p in ('F16', 'BF16') or (p == 'Q8_0' and $vnni) else 1e-4 if p == 'Q8_0' else 0.10 * own
+print(('ok' if same <= floor else 'FAIL') + f' {p}: KLD vs llama.cpp {same:.3g}, own KLD vs F32 {own:.3g}, floor {floor:.3g}')")
   echo "$verdict"
   case $verdict in FAIL*) fail=1 ;; esac
 done

@@ -10,6 +10,8 @@ endfunction()
 
 find_package(hwy CONFIG QUIET)
 qkv_require(hwy_FOUND "Highway (hwy::hwy)" libhwy-dev)
+# One corrected Highway header, found before the package's (hwy_shim/hwy/ops/set_macros-inl.h says why).
+set(QKV_HWY_SHIM_DIR ${CMAKE_CURRENT_LIST_DIR}/hwy_shim)
 
 find_package(OpenMP QUIET COMPONENTS CXX)
 qkv_require(OpenMP_CXX_FOUND "OpenMP (OpenMP::OpenMP_CXX)" "g++ (libgomp)")
