@@ -421,6 +421,73 @@ QKV_API qkv_status qkv_attention_map(qkv_model* model, const int32_t* tokens, in
 QKV_API qkv_status qkv_vocab_piece(const qkv_model* model, int32_t token, char* text, int64_t capacity,
                                    int64_t* length);
 
+/* ---- embeddings and reranking ----
+ * Encoder models (GGUF `bert`, `nomic-bert`; a `bert` with the classifier head
+ * `cls`/`cls.output` for reranking) and decoders pooled over their final
+ * normed hidden states (qwen2/qwen3/llama: LAST or MEAN). Calls are
+ * thread-safe on a shared model: each call uses its own buffers (reused
+ * between calls through a pool the model keeps). Decoders run each input as
+ * its own causal sequence from position 0 with an F32 KV cache sized to the
+ * call's longest input, as llama.cpp's references (-ctk f32). Encoder
+ * models load with qkv_model_load; contexts and sessions refuse them
+ * (QKV_ERR_INVALID_ARGUMENT: "an encoder model embeds; it does not generate"). */
+
+/* Pooling, numbered as llama.cpp's llama_pooling_type. */
+typedef enum {
+  QKV_POOLING_DEFAULT = -1, /* the model's: GGUF <arch>.pooling_type; without it LAST for
+                               decoders, MEAN for encoders */
+  QKV_POOLING_NONE = 0,     /* one vector per token */
+  QKV_POOLING_MEAN = 1,     /* the average over every token of the input, specials included */
+  QKV_POOLING_CLS = 2,      /* the first token's ([CLS]) */
+  QKV_POOLING_LAST = 3,     /* the last token's */
+  QKV_POOLING_RANK = 4      /* one score: the classifier head on the [CLS] state (rank models) */
+} qkv_pooling;
+
+typedef struct {
+  qkv_pooling pooling;
+  int normalize;      /* llama-embedding's --embd-normalize: -1 none, 0 max-abs scaled to
+                         int16 range, 1 taxicab, 2 Euclidean (L2, the default), > 2 p-norm;
+                         the sum in double, a zero vector stays zero; ignored for RANK */
+  int64_t dimensions; /* > 0: keep the first `dimensions` values, then normalize (Matryoshka);
+                         0: all. More than the model's width is QKV_ERR_INVALID_ARGUMENT */
+  int truncate;       /* nonzero: an input longer than the context keeps its first
+                         context tokens (the last one kept is the input's last, so
+                         [SEP] stays); 0: such an input is QKV_ERR_CONTEXT_OVERFLOW */
+  int64_t batch_tokens; /* tokens per forward pass (inputs are packed up to it); 0: 2048 */
+  int threads;        /* 0: one per physical core */
+} qkv_embed_options;
+
+/* Fills options with the defaults (model's pooling, L2, all dimensions, no truncation). */
+QKV_API void qkv_embed_options_init(qkv_embed_options* options);
+/* The model's own pooling (what QKV_POOLING_DEFAULT means for it). */
+QKV_API qkv_pooling qkv_model_pooling(const qkv_model* model);
+/* Floats per output vector with these options: 1 for RANK, else the model's
+ * width or options->dimensions. */
+QKV_API qkv_status qkv_embed_dimension(const qkv_model* model, const qkv_embed_options* options, int64_t* n);
+/* Embeds n_inputs token sequences (tokens[i][0..counts[i]), specials already
+ * in place: see qkv_embed_tokenize). Writes one vector per input (per token
+ * with QKV_POOLING_NONE: counts[i] vectors for input i, inputs in order) to
+ * out, each qkv_embed_dimension floats. *n_vectors is always set to the number
+ * of vectors the inputs give; when they do not fit in capacity (floats) the
+ * status is QKV_ERR_BUFFER_TOO_SMALL and nothing is computed. An empty input,
+ * a bad token id or RANK on a model without the head is
+ * QKV_ERR_INVALID_ARGUMENT. n_tokens_used (may be NULL) receives the tokens
+ * run after truncation. */
+QKV_API qkv_status qkv_embed(qkv_model* model, const int32_t* const* tokens, const int64_t* counts,
+                             int64_t n_inputs, const qkv_embed_options* options, float* out, int64_t capacity,
+                             int64_t* n_vectors, int64_t* n_tokens_used);
+/* A text's ids as an embedding input: for WordPiece vocabularies [CLS] text
+ * [SEP]; otherwise BOS when the vocabulary adds it (and EOS when it adds EOS).
+ * Special-token text ("[SEP]") is parsed, as llama-embedding does. *n_tokens
+ * and capacity as for qkv_tokenize. */
+QKV_API qkv_status qkv_embed_tokenize(const qkv_model* model, const char* text, int32_t* tokens,
+                                      int64_t capacity, int64_t* n_tokens);
+/* A (query, document) pair as one rerank input, as llama-server builds it:
+ * [CLS] query [SEP] document [SEP] for WordPiece vocabularies (BOS query EOS
+ * SEP document EOS with the vocabulary's own ids otherwise). */
+QKV_API qkv_status qkv_rerank_tokenize(const qkv_model* model, const char* query, const char* document,
+                                       int32_t* tokens, int64_t capacity, int64_t* n_tokens);
+
 /* ---- evaluation: perplexity and KL divergence (llama-perplexity's method) ---- */
 
 /* Quantiles reported for KL divergence and delta-p, in this order:

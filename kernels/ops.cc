@@ -1,5 +1,6 @@
-// Element-wise and row-wise decoder kernels. RMSNorm, softmax, SwiGLU, GELU, soft-capping and the
-// residual add are Highway loops (they touch whole activation rows every layer);
+// Element-wise and row-wise transformer kernels. RMSNorm, LayerNorm, softmax, SwiGLU, GELU,
+// soft-capping and the residual add are Highway loops (they touch whole activation rows every layer);
+// llama.cpp's table GELU is a scalar lookup (its fp16 rounding is the point);
 // RoPE is scalar because it must reproduce llama2.c's float angle formula
 // exactly (greedy output is compared with llama2.c byte for byte) and its cost
 // is a few hundred sin/cos per token.
@@ -7,8 +8,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <limits>
+#include <vector>
 
+#include "kernels/dtype.h"
 #include "kernels/error.h"
 
 #undef HWY_TARGET_INCLUDE
@@ -58,6 +62,37 @@ void RmsNormRow(const float* HWY_RESTRICT x, const float* HWY_RESTRICT w, float*
     hn::StoreU(hn::Mul(hn::LoadU(df, w + i), hn::Mul(vs, hn::LoadU(df, x + i))), df, out + i);
   }
   for (; i < n; ++i) out[i] = w[i] * (scale * x[i]);
+}
+
+// ggml_norm's steps: mean, deviations, their mean square, then
+// (x - mean) * scale, times w, plus b (each rounded on its own, as ggml's
+// separate norm, mul and add ops do). Sums in f32 lanes (ggml: double); over
+// a row of 128-1024 values the difference is a few ulp of the mean.
+void LayerNormRow(const float* x, const float* HWY_RESTRICT w, const float* HWY_RESTRICT b, float* out, size_t n,
+                  float eps) {
+  const DF df;
+  const size_t N = hn::Lanes(df);
+  VF s = hn::Zero(df);
+  size_t i = 0;
+  for (; i + N <= n; i += N) s = hn::Add(s, hn::LoadU(df, x + i));
+  float sum = hn::GetLane(hn::SumOfLanes(df, s));
+  for (; i < n; ++i) sum += x[i];
+  const float mean = sum / static_cast<float>(n);
+  const VF vm = hn::Set(df, mean);
+  VF s2 = hn::Zero(df);
+  for (i = 0; i + N <= n; i += N) {
+    const VF v = hn::Sub(hn::LoadU(df, x + i), vm);
+    s2 = hn::Add(s2, hn::Mul(v, v));
+  }
+  float sum2 = hn::GetLane(hn::SumOfLanes(df, s2));
+  for (; i < n; ++i) sum2 += (x[i] - mean) * (x[i] - mean);
+  const float scale = 1.0f / std::sqrt(sum2 / static_cast<float>(n) + eps);
+  const VF vs = hn::Set(df, scale);
+  for (i = 0; i + N <= n; i += N) {
+    const VF y = hn::Mul(hn::Sub(hn::LoadU(df, x + i), vm), vs);
+    hn::StoreU(hn::Add(hn::Mul(y, hn::LoadU(df, w + i)), hn::LoadU(df, b + i)), df, out + i);
+  }
+  for (; i < n; ++i) out[i] = (x[i] - mean) * scale * w[i] + b[i];
 }
 
 // Returns the maximum; exponentiates in place and returns their sum in *sum.
@@ -165,6 +200,50 @@ HWY_EXPORT(SiluMul);
 HWY_EXPORT(AddInplace);
 HWY_EXPORT(GeluTanhMul);
 HWY_EXPORT(Softcap);
+HWY_EXPORT(LayerNormRow);
+
+namespace {
+
+// ggml's ggml_gelu_f32, the same float operations in the same order.
+float gelu_tanh_ggml(float x) {
+  constexpr float kCoefA = 0.044715f, kSqrt2OverPi = 0.79788456080286535587989211986876f;
+  return 0.5f * x * (1.0f + std::tanh(kSqrt2OverPi * x * (1.0f + kCoefA * x * x)));
+}
+
+// ggml_table_gelu_f16: for every fp16 bit pattern h, fp16(gelu(float(h))).
+// Built once, on first use (128 KiB).
+const uint16_t* gelu_f16_lookup() {
+  static const std::vector<uint16_t> table = [] {
+    std::vector<uint16_t> t(size_t{1} << 16);
+    for (size_t h = 0; h < t.size(); ++h) t[h] = f32_to_f16(gelu_tanh_ggml(f16_to_f32(static_cast<uint16_t>(h))));
+    return t;
+  }();
+  return table.data();
+}
+
+}  // namespace
+
+void layernorm(const float* x, const float* w, const float* b, float* out, size_t n, float eps, size_t M) {
+  if (n == 0 || M == 0) return;
+  QKV_CHECK(x != nullptr && w != nullptr && b != nullptr && out != nullptr, "layernorm: null pointer");
+  QKV_CHECK(eps >= 0.0f, "layernorm: negative eps ", eps);
+  auto* const row = HWY_DYNAMIC_DISPATCH(LayerNormRow);
+  for (size_t m = 0; m < M; ++m) row(x + m * n, w, b, out + m * n, n, eps);
+}
+
+void gelu_f16_table(float* x, size_t n) {
+  if (n == 0) return;
+  QKV_CHECK(x != nullptr, "gelu_f16_table: null pointer");
+  const uint16_t* table = gelu_f16_lookup();
+  for (size_t i = 0; i < n; ++i) {
+    const float v = x[i];
+    if (v <= -10.0f) {
+      x[i] = 0.0f;
+    } else if (v < 10.0f) {
+      x[i] = f16_to_f32(table[f32_to_f16(v)]);
+    }  // v >= 10 (and NaN, whose fp16 entry is NaN too) stay
+  }
+}
 
 void rmsnorm(const float* x, const float* w, float* out, size_t n, float eps, size_t M) {
   if (n == 0 || M == 0) return;

@@ -1,4 +1,4 @@
-// Small element-wise and row-wise kernels of a transformer decoder.
+// Small element-wise and row-wise kernels of a transformer (decoder and encoder).
 #pragma once
 
 #include <cstddef>
@@ -36,6 +36,11 @@ struct RopeParams {
 void rope_angles(size_t rope_dim, int64_t pos, const RopeParams& p, float* cs);
 void rope_rotate(float* x, size_t n_heads, size_t head_dim, size_t rope_dim, const float* cs, RopeStyle style);
 
+// LayerNorm as ggml_norm then the weight and bias (bert): for M rows of n,
+// out = (x - mean(x)) / sqrt(var(x) + eps) * w + b, var the mean of the
+// squared deviations (x and out may alias).
+void layernorm(const float* x, const float* w, const float* b, float* out, size_t n, float eps, size_t M = 1);
+
 // In-place numerically stable softmax of n values.
 void softmax(float* x, size_t n);
 
@@ -45,6 +50,12 @@ void silu_mul(float* gate, const float* up, size_t n);
 // gate[i] = gelu(gate[i]) * up[i], gelu the tanh form
 // 0.5 z (1 + tanh(sqrt(2/pi) (z + 0.044715 z³))), computed in f32 (no table).
 void gelu_tanh_mul(float* gate, const float* up, size_t n);
+
+// GELU in place as llama.cpp's CPU backend computes it (ggml-cpu's
+// GGML_GELU_FP16): x <= -10 gives 0, x >= 10 gives x, otherwise the table
+// entry of x rounded to fp16, which holds fp16(gelu_tanh(that fp16 value)),
+// gelu_tanh(z) = 0.5 z (1 + tanh(sqrt(2/pi) z (1 + 0.044715 z²))) in float.
+void gelu_f16_table(float* x, size_t n);
 
 // Soft-capping in place: x[i] = cap * tanh(x[i] / cap) (cap > 0).
 void softcap(float* x, size_t n, float cap);

@@ -33,6 +33,16 @@ const ArchSpec kArchs[] = {
      P::Required, 0, 6, 10000},
 };
 
+// Encoders, as llama.cpp b4748's LLM_ARCH_BERT and LLM_ARCH_NOMIC_BERT (build_bert).
+// The fields above as for the decoders, then: causal, layer_norm, learned
+// positions, token types, output/FFN biases, gated FFN, rank head.
+const ArchSpec kEncoderArchs[] = {
+    {"bert", kNeox, Activation::GeluTanhTable, P::Required, false, false, false, false, false, P::None, P::None,
+     P::None, false, 0, 0, P::None, 0, 0, 0, false, true, true, true, true, false, P::Optional},
+    {"nomic-bert", kNeox, kSilu, P::None, false, false, true, false, false, P::None, P::None, P::None, false, 0, 0,
+     P::None, 0, 0, 0, false, true, false, true, false, true, P::None},
+};
+
 std::string fmt(double v) {
   char b[32];
   std::snprintf(b, sizeof(b), "%g", v);
@@ -45,6 +55,9 @@ const ArchSpec* find_arch(const std::string& name) {
   for (const ArchSpec& a : kArchs) {
     if (name == a.name) return &a;
   }
+  for (const ArchSpec& a : kEncoderArchs) {
+    if (name == a.name) return &a;
+  }
   return nullptr;
 }
 
@@ -54,11 +67,22 @@ std::vector<std::string> arch_names() {
   return n;
 }
 
-const ArchSpec& arch_spec(const std::string& name) {
-  if (const ArchSpec* a = find_arch(name)) return *a;
+std::vector<std::string> encoder_arch_names() {
+  std::vector<std::string> n;
+  for (const ArchSpec& a : kEncoderArchs) n.push_back(a.name);
+  return n;
+}
+
+std::string known_arch_list() {
   std::string known;
   for (const std::string& n : arch_names()) known += (known.empty() ? "" : ", ") + n;
-  fail("architecture '", name, "' is not supported (qkv runs: ", known, ")");
+  for (const std::string& n : encoder_arch_names()) known += ", " + n + " (embeddings)";
+  return known;
+}
+
+const ArchSpec& arch_spec(const std::string& name) {
+  if (const ArchSpec* a = find_arch(name)) return *a;
+  fail("architecture '", name, "' is not supported (qkv runs: ", known_arch_list(), ")");
 }
 
 void apply_arch(const ArchSpec& s, ModelConfig* c) {
@@ -74,9 +98,63 @@ void apply_arch(const ArchSpec& s, ModelConfig* c) {
   c->sliding_window = s.window_key == P::None ? 0 : s.default_window;
   c->swa_period = s.swa_period;
   c->rope_theta_local = s.rope_theta_local;
+  c->causal = s.causal;
+  c->layer_norm = s.layer_norm;
+  c->learned_positions = s.learned_positions;
+  c->token_types = s.token_types;
+  c->out_ffn_bias = s.out_ffn_bias;
+  c->ffn_gated = s.ffn_gated;
+  c->rank_head = false;  // the file's tensors say (rank_head Optional)
 }
 
+namespace {
+
+const char* pooling_name(int32_t p) {
+  switch (p) {
+    case 0: return "none (per token)";
+    case 1: return "mean";
+    case 2: return "cls (first token)";
+    case 3: return "last token";
+    case 4: return "rank (classifier head score)";
+  }
+  return "unknown";
+}
+
+std::vector<std::string> describe_encoder(const ModelConfig& c) {
+  std::vector<std::string> out;
+  out.push_back(std::string("encoder:         bidirectional attention within each sequence (embeddings, no ") +
+                "generation)");
+  if (c.learned_positions) {
+    out.push_back("positions:       learned (position_embd, " + std::to_string(c.context_length) + " rows)");
+  } else {
+    out.push_back(std::string("rope:            ") + (c.rope_style == RopeStyle::Neox ? "NEOX halves" : "adjacent pairs") +
+                  ", base " + fmt(c.rope_theta));
+  }
+  std::string input = "token";
+  if (c.token_types) input += " + token type 0";
+  if (c.learned_positions) input += " + position";
+  out.push_back("input:           " + input + " embeddings, then LayerNorm (token_embd_norm)");
+  std::string attn;
+  if (c.qkv_bias) attn = "Q/K/V biases";
+  if (c.out_ffn_bias) attn += std::string(attn.empty() ? "" : ", ") + "output bias";
+  out.push_back("attention:       " + (attn.empty() ? std::string("plain") : attn));
+  const std::string act = c.activation == Activation::SiLU ? "silu" : "gelu";
+  std::string ffn = c.ffn_gated ? "down(" + act + "(gate) * up)" : "down(" + act + "(up))";
+  if (c.out_ffn_bias) ffn += ", with biases";
+  if (c.activation == Activation::GeluTanhTable) ffn += "; GELU-tanh through ggml's fp16 table, as llama.cpp";
+  if (c.activation == Activation::GeluTanh) ffn += "; GELU-tanh";
+  out.push_back("ffn:             " + ffn);
+  out.push_back("norms:           LayerNorm with bias after each sublayer's residual add (post-norm)");
+  out.push_back(std::string("pooling:         ") +
+                (c.pooling_type < 0 ? "none stated in the file" : pooling_name(c.pooling_type)));
+  if (c.rank_head) out.push_back("rank head:       cls, tanh, cls.output (one score per input)");
+  return out;
+}
+
+}  // namespace
+
 std::vector<std::string> describe_arch(const ModelConfig& c) {
+  if (c.layer_norm) return describe_encoder(c);
   std::vector<std::string> out;
   std::string rope = std::string(c.rope_style == RopeStyle::Neox ? "NEOX halves" : "adjacent pairs") + ", base " +
                      fmt(c.rope_theta);
@@ -135,7 +213,41 @@ int64_t extent(const ModelConfig& c, Extent e) {
   return 0;
 }
 
+namespace {
+
+// An encoder layer (llama.cpp's LLM_ARCH_BERT / LLM_ARCH_NOMIC_BERT tensors).
+std::vector<LayerTensor> encoder_layer_tensors(const ArchSpec& s, const ModelConfig& c) {
+  using E = Extent;
+  using L = LayerWeights;
+  std::vector<LayerTensor> t;
+  if (s.fused_qkv) {
+    t.push_back({"attn_qkv.weight", E::QkvRows, E::Dim, false, nullptr});
+  } else {
+    t.push_back({"attn_q.weight", E::QDim, E::Dim, false, &L::wq});
+    if (c.qkv_bias) t.push_back({"attn_q.bias", E::One, E::QDim, true, &L::bq});
+    t.push_back({"attn_k.weight", E::KvDim, E::Dim, false, &L::wk});
+    if (c.qkv_bias) t.push_back({"attn_k.bias", E::One, E::KvDim, true, &L::bk});
+    t.push_back({"attn_v.weight", E::KvDim, E::Dim, false, &L::wv});
+    if (c.qkv_bias) t.push_back({"attn_v.bias", E::One, E::KvDim, true, &L::bv});
+  }
+  t.push_back({"attn_output.weight", E::Dim, E::QDim, false, &L::wo});
+  if (c.out_ffn_bias) t.push_back({"attn_output.bias", E::One, E::Dim, true, &L::bo});
+  t.push_back({"attn_output_norm.weight", E::One, E::Dim, true, &L::attn_out_norm});
+  t.push_back({"attn_output_norm.bias", E::One, E::Dim, true, &L::attn_out_norm_b});
+  t.push_back({"ffn_up.weight", E::Hidden, E::Dim, false, &L::ffn_up});
+  if (c.out_ffn_bias) t.push_back({"ffn_up.bias", E::One, E::Hidden, true, &L::ffn_up_b});
+  if (c.ffn_gated) t.push_back({"ffn_gate.weight", E::Hidden, E::Dim, false, &L::ffn_gate});
+  t.push_back({"ffn_down.weight", E::Dim, E::Hidden, false, &L::ffn_down});
+  if (c.out_ffn_bias) t.push_back({"ffn_down.bias", E::One, E::Dim, true, &L::ffn_down_b});
+  t.push_back({"layer_output_norm.weight", E::One, E::Dim, true, &L::layer_out_norm});
+  t.push_back({"layer_output_norm.bias", E::One, E::Dim, true, &L::layer_out_norm_b});
+  return t;
+}
+
+}  // namespace
+
 std::vector<LayerTensor> layer_tensors(const ArchSpec& s, const ModelConfig& c) {
+  if (s.layer_norm) return encoder_layer_tensors(s, c);
   using E = Extent;
   using L = LayerWeights;
   std::vector<LayerTensor> t;

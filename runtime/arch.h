@@ -1,9 +1,11 @@
 // The model families qkv runs, as data: for each GGUF `general.architecture`,
-// what its forward pass does (norm placement, biases, RoPE style, activation,
-// soft-caps, sliding-window pattern, embedding scale) and which tensors its
-// files carry, as llama.cpp (b4748; qwen3/gemma3 as ik_llama.cpp) writes them.
-// One table entry per family feeds the loader, the GGUF writer, the synthetic
-// builder and the one forward pass in decoder.cc.
+// what its forward pass does (norm kind and placement, biases, RoPE style or
+// learned positions, activation, gated or plain FFN, causal or bidirectional
+// attention, soft-caps, sliding-window pattern, embedding scale) and which
+// tensors its files carry, as llama.cpp (b4748; qwen3/gemma3 as ik_llama.cpp)
+// writes them. One table entry per family feeds the loader, the GGUF writer,
+// the synthetic builder and the forward passes: decoder.cc for the causal
+// families, encoder.cc for the bidirectional ones (bert, nomic-bert).
 #pragma once
 
 #include <cstdint>
@@ -38,17 +40,35 @@ struct ArchSpec {
   int64_t default_window;
   int64_t swa_period;        // see ModelConfig::swa_period
   float rope_theta_local;    // sliding layers' RoPE base (0: the file's base)
+  // ---- Encoders (the defaults are every decoder's).
+  // attention.causal when the file lacks it; false: a bidirectional encoder
+  // (runtime/encoder.h), which reads attention.layer_norm_epsilon.
+  bool causal = true;
+  // LayerNorm with bias after each sublayer's residual add (attn_output_norm,
+  // layer_output_norm) and on the input (token_embd_norm), no output_norm;
+  // false: RMSNorm before each sublayer and output_norm.
+  bool layer_norm = false;
+  bool learned_positions = false;  // position_embd [context][dim] added to the input; no RoPE
+  bool token_types = false;        // token_types [types][dim]: its row 0 added to every input
+  bool out_ffn_bias = false;       // attn_output.bias, ffn_up.bias, ffn_down.bias
+  bool ffn_gated = true;           // act(gate)·up; false: act(up), no ffn_gate
+  Presence rank_head = Presence::None;  // cls.{weight,bias}, cls.output.{weight,bias}
 };
 
 // The entry for a GGUF architecture name, or nullptr.
 const ArchSpec* find_arch(const std::string& name);
 // The entry or a qkv::Error naming the known families.
 const ArchSpec& arch_spec(const std::string& name);
-std::vector<std::string> arch_names();  // "llama", "qwen2", ...
+// The decoder families ("llama", "qwen2", ...: those the synthetic builder
+// makes) and the encoder families ("bert", "nomic-bert").
+std::vector<std::string> arch_names();
+std::vector<std::string> encoder_arch_names();
+// Every family, for messages: "llama, ..., bert (embeddings), ...".
+std::string known_arch_list();
 
 // Sets the family's fixed settings in c (architecture, rope style, activation,
-// biases, norms, embedding scale, default soft-caps and window pattern). The
-// sizes and the file's own keys are the caller's.
+// biases, norms, embedding scale, default soft-caps and window pattern, the
+// encoder settings). The sizes and the file's own keys are the caller's.
 void apply_arch(const ArchSpec& spec, ModelConfig* c);
 
 // One line per distinguishing setting ("rope: NEOX halves, base 1e+06", ...),

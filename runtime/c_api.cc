@@ -275,6 +275,9 @@ qkv_status qkv_context_create(qkv_model* model, int64_t n_seqs, const qkv_contex
   QKV_REQUIRE(context);
   *context = nullptr;
   QKV_REQUIRE(model);
+  if (!model->model.config.causal) {
+    return set_error(QKV_ERR_INVALID_ARGUMENT, "an encoder model embeds; it does not generate");
+  }
   qkv_context_options o;
   qkv_context_options_init(&o);
   if (options) o = *options;

@@ -22,6 +22,7 @@
 #include "qkv.h"
 #include "runtime/chat_template.h"
 #include "runtime/decoder.h"
+#include "runtime/embed.h"
 #include "runtime/grammar/matcher.h"
 #include "runtime/model.h"
 #include "runtime/sampler.h"
@@ -34,6 +35,8 @@ struct qkv_model {
   // The vocabulary as a token trie, built by the first grammar.
   std::mutex trie_mu;
   std::shared_ptr<const qkv::grammar::TokenTrie> trie;
+  // The forward-pass runners qkv_embed reuses between calls (thread-safe).
+  qkv::EmbedPool embed_pool;
 };
 
 struct qkv_grammar {

@@ -77,6 +77,7 @@ Decoder::Decoder(const Model& model, const DecoderOptions& options)
   QKV_CHECK(options.prefill_batch >= 1, "prefill batch must be at least 1");
   QKV_CHECK(options.n_seqs >= 1, "a decoder needs at least one sequence");
   const ModelConfig& c = model.config;
+  QKV_CHECK(c.causal, "a ", c.architecture, " model is an encoder (runtime/encoder.h): it embeds; it does not generate");
   QKV_CHECK(c.n_layers >= 1 && c.dim >= 1 && c.vocab_size >= 1 && c.n_heads >= 1 && c.head_dim >= 1 &&
                 c.n_kv_heads >= 1 && c.n_heads % c.n_kv_heads == 0 &&
                 static_cast<int64_t>(model.layers.size()) == c.n_layers,
@@ -188,15 +189,21 @@ void Decoder::embed(const int32_t* tokens, int64_t M) {
 }
 
 const float* Decoder::prefill(int64_t seq, const int32_t* tokens, int64_t n) {
-  return prefill_impl(seq, tokens, n, nullptr);
+  return prefill_impl(seq, tokens, n, nullptr, nullptr);
 }
 
 void Decoder::prefill_all_logits(int64_t seq, const int32_t* tokens, int64_t n, float* all_logits) {
   QKV_CHECK(all_logits != nullptr, "prefill_all_logits: null logits buffer");
-  prefill_impl(seq, tokens, n, all_logits);
+  prefill_impl(seq, tokens, n, all_logits, nullptr);
 }
 
-const float* Decoder::prefill_impl(int64_t seq, const int32_t* tokens, int64_t n, float* all_logits) {
+void Decoder::prefill_hidden(int64_t seq, const int32_t* tokens, int64_t n, float* hidden) {
+  QKV_CHECK(hidden != nullptr, "prefill_hidden: null hidden-state buffer");
+  prefill_impl(seq, tokens, n, nullptr, hidden);
+}
+
+const float* Decoder::prefill_impl(int64_t seq, const int32_t* tokens, int64_t n, float* all_logits,
+                                   float* hidden) {
   QKV_CHECK(n >= 1, "prefill needs at least one token");
   check_tokens(tokens, n);
   const int64_t start = cache_.length(seq);
@@ -212,8 +219,9 @@ const float* Decoder::prefill_impl(int64_t seq, const int32_t* tokens, int64_t n
     for (int64_t m = 0; m < M; ++m) pos[m] = start + done + m;
     forward(M, seqs.data(), pos.data());
     if (all_logits) logits_for(0, M, all_logits + done * vocab_size());
+    if (hidden) hidden_for(0, M, hidden + done * model_.config.dim);
     done += M;
-    if (done == n && !all_logits) logits_for(M - 1, 1);
+    if (done == n && !all_logits && !hidden) logits_for(M - 1, 1);
   }
   return logits_.data();
 }
@@ -430,6 +438,11 @@ void Decoder::attention_prefill(int64_t layer, int64_t seq, int64_t pos0, int64_
     opts.weights = capture_->weights.data();
   }
   attention(shape, q, k, v, mask, out, opts);
+}
+
+void Decoder::hidden_for(int64_t first_row, int64_t rows, float* out) {
+  const ModelConfig& c = model_.config;
+  rmsnorm(&x_[first_row * c.dim], norm_weights(model_.output_norm), out, c.dim, c.norm_eps, rows);
 }
 
 // Final norm and classifier for activation rows [first_row, first_row + rows),

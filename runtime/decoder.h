@@ -68,6 +68,15 @@ class Decoder {
   // Like prefill(), writing the logits of every token to all_logits [n][vocab]
   // (evaluation: perplexity, KL divergence).
   void prefill_all_logits(int64_t seq, const int32_t* tokens, int64_t n, float* all_logits);
+  // Like prefill(), writing instead of logits the final normed hidden state of
+  // every token (output_norm applied, the output matrix not) to hidden
+  // [n][dim]: what decoder embeddings pool (llama.cpp's result_norm).
+  void prefill_hidden(int64_t seq, const int32_t* tokens, int64_t n, float* hidden);
+  // prefill_hidden() of n distinct sequences in shared passes (packed as
+  // prefill_multi() packs them): hidden [sum counts][dim], the sequences' rows
+  // one after another in the order given. The same checks, made before anything runs.
+  void prefill_hidden_multi(const int64_t* seqs, const int32_t* const* tokens, const int64_t* counts, int64_t n,
+                            float* hidden);
 
   // One token for each of n sequences seqs[i] (distinct); returns logits [n][vocab].
   const float* step_batch(const int64_t* seqs, const int32_t* tokens, int64_t n);
@@ -106,7 +115,12 @@ class Decoder {
   void check_tokens(const int32_t* tokens, int64_t n) const;
   void embed(const int32_t* tokens, int64_t M);
   void logits_for(int64_t first_row, int64_t rows, float* out = nullptr);  // out null: logits_
-  const float* prefill_impl(int64_t seq, const int32_t* tokens, int64_t n, float* all_logits);
+  // all_logits or hidden (at most one) receive every token's logits or normed hidden state.
+  const float* prefill_impl(int64_t seq, const int32_t* tokens, int64_t n, float* all_logits, float* hidden);
+  const float* prefill_multi_impl(const int64_t* seqs, const int32_t* const* tokens, const int64_t* counts, int64_t n,
+                                  float* hidden);
+  // Final norm of activation rows [first_row, first_row + rows) into out [rows][dim].
+  void hidden_for(int64_t first_row, int64_t rows, float* out);
   void ensure_rows(int64_t M);
 
   const Model& model_;

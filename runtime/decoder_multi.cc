@@ -11,12 +11,27 @@ namespace qkv {
 
 const float* Decoder::prefill_multi(const int64_t* seqs, const int32_t* const* tokens, const int64_t* counts,
                                     int64_t n) {
+  return prefill_multi_impl(seqs, tokens, counts, n, nullptr);
+}
+
+void Decoder::prefill_hidden_multi(const int64_t* seqs, const int32_t* const* tokens, const int64_t* counts, int64_t n,
+                                   float* hidden) {
+  QKV_CHECK(hidden != nullptr, "prefill_hidden_multi: null hidden-state buffer");
+  prefill_multi_impl(seqs, tokens, counts, n, hidden);
+}
+
+// hidden null: the logits of each sequence's last row; else every row's final
+// normed hidden state, in order, and no logits.
+const float* Decoder::prefill_multi_impl(const int64_t* seqs, const int32_t* const* tokens, const int64_t* counts,
+                                         int64_t n, float* hidden) {
   QKV_CHECK(n >= 1 && seqs != nullptr && tokens != nullptr && counts != nullptr,
             "a multi-sequence prefill needs at least one sequence");
   QKV_CHECK(n <= options_.n_seqs, "a multi-sequence prefill of ", n, " sequences, but the decoder has ",
             options_.n_seqs);
   for (int64_t i = 0; i < n; ++i) {
     for (int64_t j = 0; j < i; ++j) QKV_CHECK(seqs[i] != seqs[j], "sequence ", seqs[i], " appears twice in one prefill");
+    QKV_CHECK(seqs[i] >= 0 && seqs[i] < options_.n_seqs, "sequence ", seqs[i], " is not one of the decoder's ",
+              options_.n_seqs);
     QKV_CHECK(counts[i] >= 1, "prefill needs at least one token (sequence ", seqs[i], " has ", counts[i], ")");
     check_tokens(tokens[i], counts[i]);
     const int64_t start = cache_.length(seqs[i]);
@@ -29,6 +44,7 @@ const float* Decoder::prefill_multi(const int64_t* seqs, const int32_t* const* t
   std::vector<int32_t> toks;
   std::vector<int64_t> row_seq, row_pos, last_rows;
   int64_t i = 0, done = 0;  // sequence i's first `done` tokens ran in earlier passes
+  int64_t written = 0;      // rows of hidden written
   while (i < n) {
     toks.clear();
     row_seq.clear();
@@ -54,6 +70,11 @@ const float* Decoder::prefill_multi(const int64_t* seqs, const int32_t* const* t
     ensure_rows(M);
     embed(toks.data(), M);
     forward(M, row_seq.data(), row_pos.data());
+    if (hidden) {
+      hidden_for(0, M, hidden + written * model_.config.dim);
+      written += M;
+      continue;
+    }
     // The finished sequences' last rows to the front (row k <= last_rows[k], and
     // rows are moved in order, so no source is overwritten before it is read).
     const int64_t dim = model_.config.dim;

@@ -28,29 +28,39 @@ uint64_t matrix_bytes(const Matrix& m) {
 }
 uint64_t matrix_params(const Matrix& m) { return static_cast<uint64_t>(m.rows) * m.cols; }
 
-// Calls f on every distinct weight matrix; a tied output (same data as the
-// embedding) is visited once.
+// Calls f on every distinct weight matrix (weight_matrices).
 template <typename F>
 void for_each_weight(const Model& m, F f) {
-  f(m.token_embd);
-  f(m.output_norm);
-  if (m.output.data != m.token_embd.data) f(m.output);
-  for (const LayerWeights& l : m.layers) {
-    for (const Matrix* w : layer_matrices(l)) f(*w);
-  }
+  for (const Matrix* w : weight_matrices(m)) f(*w);
 }
 
 template <typename L, typename M>
 std::vector<M*> present(L& l) {
   std::vector<M*> out;
   for (M* w : {&l.attn_norm, &l.wq, &l.wk, &l.wv, &l.wo, &l.ffn_norm, &l.ffn_gate, &l.ffn_up, &l.ffn_down, &l.bq,
-               &l.bk, &l.bv, &l.q_norm, &l.k_norm, &l.post_attn_norm, &l.post_ffn_norm}) {
+               &l.bk, &l.bv, &l.q_norm, &l.k_norm, &l.post_attn_norm, &l.post_ffn_norm, &l.attn_out_norm,
+               &l.attn_out_norm_b, &l.layer_out_norm, &l.layer_out_norm_b, &l.bo, &l.ffn_up_b, &l.ffn_down_b}) {
     if (w->data != nullptr) out.push_back(w);
   }
   return out;
 }
 
 }  // namespace
+
+// A tied output (same data as the embedding) is listed once; absent ones (an
+// encoder's output, a decoder's position_embd) not at all.
+std::vector<const Matrix*> weight_matrices(const Model& m) {
+  std::vector<const Matrix*> out;
+  for (const Matrix* w : {&m.token_embd, &m.output_norm, &m.position_embd, &m.token_types, &m.token_embd_norm,
+                          &m.token_embd_norm_b, &m.cls, &m.cls_b, &m.cls_out, &m.cls_out_b}) {
+    if (w->data != nullptr) out.push_back(w);
+  }
+  if (m.output.data != nullptr && m.output.data != m.token_embd.data) out.push_back(&m.output);
+  for (const LayerWeights& l : m.layers) {
+    for (const Matrix* w : layer_matrices(l)) out.push_back(w);
+  }
+  return out;
+}
 
 std::vector<const Matrix*> layer_matrices(const LayerWeights& l) { return present<const LayerWeights, const Matrix>(l); }
 std::vector<Matrix*> layer_matrices(LayerWeights& l) { return present<LayerWeights, Matrix>(l); }

@@ -1,8 +1,9 @@
-// A decoder-only transformer in memory: its configuration (the architecture
-// family's description plus the file's sizes) and its weights. Both loaders
-// (GGUF and llama2.c) and the synthetic builder produce this; the decoder only
-// reads it. The family-specific parts are data here (runtime/arch.h fills
-// them), not code paths per family.
+// A transformer in memory, a decoder or a bidirectional encoder: its
+// configuration (the architecture family's description plus the file's
+// sizes) and its weights. Both loaders (GGUF and llama2.c) and the synthetic
+// builder produce this; the decoder and the encoder only read it. The
+// family-specific parts are data here (runtime/arch.h fills them), not code
+// paths per family.
 #pragma once
 
 #include <cstdint>
@@ -16,7 +17,10 @@
 
 namespace qkv {
 
-enum class Activation { SiLU, GeluTanh };  // gated FFN: act(gate) * up
+// The FFN's activation: act(gate) * up when gated, act(up) when not.
+// GeluTanhTable is the tanh form as llama.cpp's CPU backend computes GELU,
+// through its fp16 table (kernels/ops.h gelu_f16_table; bert).
+enum class Activation { SiLU, GeluTanh, GeluTanhTable };
 
 struct ModelConfig {
   std::string architecture = "llama";  // GGUF general.architecture (runtime/arch.h)
@@ -59,6 +63,20 @@ struct ModelConfig {
   std::vector<float> rope_factors, rope_factors_short;
   int64_t rope_orig_context = 0;
 
+  // ---- Encoders (runtime/encoder.h; the defaults are the decoders')
+  bool causal = true;         // false: bidirectional attention within each sequence (bert, nomic-bert)
+  // The file's <arch>.pooling_type (llama.cpp's llama_pooling_type: 0 none,
+  // 1 mean, 2 cls, 3 last, 4 rank); -1 when the file has none.
+  int32_t pooling_type = -1;
+  // LayerNorm with bias after each sublayer's residual add and on the input
+  // embeddings; no output_norm (false: pre-sublayer RMSNorm).
+  bool layer_norm = false;
+  bool learned_positions = false;  // position_embd rows added to the input, no RoPE
+  bool token_types = false;        // token_types row 0 added to the input
+  bool out_ffn_bias = false;       // attn_output, ffn_up and ffn_down biases
+  bool ffn_gated = true;           // act(gate) * up; false: act(up)
+  bool rank_head = false;          // the classifier head cls (+ cls.output) of a rank model
+
   int64_t q_dim() const { return n_heads * head_dim; }
   int64_t kv_dim() const { return n_kv_heads * head_dim; }
   bool layer_slides(int64_t l) const {
@@ -66,7 +84,7 @@ struct ModelConfig {
   }
 };
 
-// Weights of one decoder layer. Norm weights and biases are f32 vectors
+// Weights of one layer. Norm weights and biases are f32 vectors
 // (rows == 1); projections are y = W·x matrices [out][in]. Optional tensors
 // have data == nullptr. Fused tensors of a file (phi3's attn_qkv, gate|up)
 // appear here as row ranges of it (wq/wk/wv, ffn_gate/ffn_up).
@@ -83,6 +101,13 @@ struct LayerWeights {
   Matrix bq, bk, bv;                     // [1][q_dim], [1][kv_dim] (qkv_bias)
   Matrix q_norm, k_norm;                 // [1][head_dim] (qk_norm)
   Matrix post_attn_norm, post_ffn_norm;  // [1][dim] (post_norms)
+  // Encoders (layer_norm): the LayerNorms after the residual adds and the
+  // output and FFN biases (out_ffn_bias).
+  Matrix attn_out_norm, attn_out_norm_b;    // [1][dim]
+  Matrix layer_out_norm, layer_out_norm_b;  // [1][dim]
+  Matrix bo;                                // [1][dim]
+  Matrix ffn_up_b;                          // [1][hidden]
+  Matrix ffn_down_b;                        // [1][dim]
 };
 
 struct Model {
@@ -90,6 +115,15 @@ struct Model {
   Matrix token_embd;   // [vocab][dim]
   Matrix output_norm;  // [1][dim]
   Matrix output;       // [vocab][dim]; the same data as token_embd when tied
+  // Encoders: no output_norm or output; the input embedding is token_embd +
+  // token_types[0] (+ position_embd[pos]), then the token_embd_norm LayerNorm.
+  Matrix position_embd;                        // [context][dim] (learned_positions)
+  Matrix token_types;                          // [types][dim]
+  Matrix token_embd_norm, token_embd_norm_b;   // [1][dim]
+  // A rank model's classifier head (rank_head): cls [dim][dim], cls_b [1][dim],
+  // cls_out [1][dim] and cls_out_b [1][1] (those two may be absent: llama.cpp
+  // then scores with the first value of tanh(cls·h + cls_b)).
+  Matrix cls, cls_b, cls_out, cls_out_b;
   std::vector<LayerWeights> layers;
   std::string path;    // the file it came from ("" when built in memory)
   // llama.cpp's general.file_type (llama_ftype) when a preset made the
@@ -120,6 +154,9 @@ struct Model {
 // layout (the decoder gathers one row at a time); an untied one stays where
 // it is. Returns how many matrices it laid out in row groups.
 int lay_out_weights(Model& m, bool row_groups = true);
+
+// Every present (data != nullptr) weight of the model, a tied output once.
+std::vector<const Matrix*> weight_matrices(const Model& m);
 
 // Every present (data != nullptr) matrix of a layer, projections and vectors alike.
 std::vector<const Matrix*> layer_matrices(const LayerWeights& l);

@@ -92,6 +92,9 @@ void validate_model_config(const ModelConfig& c, const std::string& where) {
       if (!finite_pos(v)) fail("model '", where, "': rope frequency factor ", v, " is not a positive finite number");
     }
   }
+  if (c.pooling_type < -1 || c.pooling_type > 4) {
+    fail("model '", where, "': pooling type ", c.pooling_type, " is not one of 0..4 (none, mean, cls, last, rank)");
+  }
   if (!c.rope_factors_short.empty() && c.rope_factors.empty()) {
     fail("model '", where, "': short rope factors without long ones");
   }
@@ -156,6 +159,9 @@ class GGUFModelReader {
     if (v->type != GGUFType::STRING) fail("GGUF file '", g_.path(), "': key '", key, "' must be a string");
     return v->str;
   }
+
+  const std::string& path() const { return g_.path(); }
+  bool find(const std::string& exact_name) const { return g_.find_tensor(exact_name) != nullptr; }
 
   bool has_tensor(const std::string& name) const {
     return g_.find_tensor(name) != nullptr || g_.find_tensor(name + ".weight") != nullptr;
@@ -229,6 +235,64 @@ class GGUFModelReader {
   mutable std::set<std::string> used_;
 };
 
+// A decoder's output_norm and output (tied to token_embd when absent or a copy of it).
+void load_decoder_output(const GGUFModelReader& r, const ArchSpec& spec, Model* model) {
+  Model& m = *model;
+  const ModelConfig& c = m.config;
+  const int64_t dim = c.dim;
+  auto bad = [&](const auto&... what) { fail("GGUF file '", r.path(), "': ", what...); };
+  m.output_norm = r.matrix("output_norm", 1, dim, true);
+  const bool has_output = r.has_tensor("output");
+  if (has_output && spec.output == Presence::None) {
+    bad("architecture '", spec.name, "' always ties its output to token_embd, but the file has output.weight");
+  }
+  if (!has_output && spec.output == Presence::Required) bad("required tensor 'output.weight' is missing");
+  m.output = has_output ? r.matrix("output", c.vocab_size, dim, false) : m.token_embd;
+  if (has_output && m.output.type == m.token_embd.type &&
+      std::memcmp(m.output.data, m.token_embd.data,
+                  size_t(c.vocab_size) * dtype_row_bytes(m.output.type, size_t(dim))) == 0) {
+    // Converters (convert-llama2c-to-ggml) store a shared classifier twice;
+    // treating the copy as tied gives the same model as the llama2.c file and
+    // one matrix to stream. memcmp stops at the first difference, so an
+    // untied output costs next to nothing here.
+    m.output = m.token_embd;
+  }
+}
+
+// An encoder's input tensors (position_embd, token_types, token_embd_norm) and
+// a rank model's classifier head; no output_norm or output.
+void load_encoder_inputs(const GGUFModelReader& r, const ArchSpec& spec, Model* model) {
+  Model& m = *model;
+  ModelConfig& c = m.config;
+  const int64_t dim = c.dim;
+  auto bad = [&](const auto&... what) { fail("GGUF file '", r.path(), "': ", what...); };
+  if (spec.learned_positions) m.position_embd = r.matrix("position_embd", c.context_length, dim, false);
+  if (spec.token_types) {
+    // Its row count is the vocabulary's token_type_count; only row 0 is read.
+    const GGUFTensorInfo& t = r.tensor("token_types");
+    if (t.ne.size() < 2 || t.ne[1] < 1 || t.ne[1] > 1024) {
+      bad("tensor '", t.name, "' must be a matrix of 1..1024 token-type rows");
+    }
+    m.token_types = r.matrix("token_types", int64_t(t.ne[1]), dim, false);
+  }
+  m.token_embd_norm = r.matrix("token_embd_norm.weight", 1, dim, true);
+  m.token_embd_norm_b = r.matrix("token_embd_norm.bias", 1, dim, true);
+  c.rank_head = spec.rank_head != Presence::None && r.has_tensor("cls");
+  if (c.rank_head) {
+    m.cls = r.matrix("cls", dim, dim, false);
+    m.cls_b = r.matrix("cls.bias", 1, dim, true);
+    const bool out_w = r.has_tensor("cls.output"), out_b = r.find("cls.output.bias");
+    if (out_w != out_b) bad("the rank head needs both cls.output.weight and cls.output.bias; the file has one");
+    if (out_w) {
+      m.cls_out = r.matrix("cls.output", 1, dim, false);
+      m.cls_out_b = r.matrix("cls.output.bias", 1, 1, true);
+    }
+  }
+  if (c.pooling_type == 4 && !c.rank_head) {
+    bad("pooling_type 4 (rank) needs the classifier head cls.weight, which the file lacks");
+  }
+}
+
 }  // namespace
 
 Model load_gguf_model(const GGUFFile& g) {
@@ -237,9 +301,8 @@ Model load_gguf_model(const GGUFFile& g) {
   if (arch->type != GGUFType::STRING) fail("GGUF file '", g.path(), "': general.architecture is not a string");
   const ArchSpec* spec = find_arch(arch->str);
   if (!spec) {
-    std::string known;
-    for (const std::string& n : arch_names()) known += (known.empty() ? "" : ", ") + n;
-    fail("GGUF file '", g.path(), "': architecture '", arch->str, "' is not supported (qkv runs: ", known, ")");
+    fail("GGUF file '", g.path(), "': architecture '", arch->str, "' is not supported (qkv runs: ",
+         known_arch_list(), ")");
   }
   if (g.tensors().empty()) {
     fail("GGUF file '", g.path(), "' holds no tensors (a vocabulary-only file?); it cannot be run as a model");
@@ -267,7 +330,24 @@ Model load_gguf_model(const GGUFFile& g) {
     bad(a, "rope.dimension_count ", c.rope_dim, " differs from the head dim ", c.head_dim);
   }
   c.rope_theta = r.get_float(a + "rope.freq_base", 10000.0f);
-  c.norm_eps = r.get_float(a + "attention.layer_norm_rms_epsilon", 1e-5f);
+  if (spec->layer_norm) {
+    if (!g.find(a + "attention.layer_norm_epsilon")) bad("required key '", a, "attention.layer_norm_epsilon' is missing");
+    c.norm_eps = r.get_float(a + "attention.layer_norm_epsilon", 0.0f);
+  } else {
+    c.norm_eps = r.get_float(a + "attention.layer_norm_rms_epsilon", 1e-5f);
+  }
+  if (!spec->causal) {
+    if (const GGUFValue* v = g.find(a + "attention.causal")) {
+      if (v->type != GGUFType::BOOL) bad("key '", a, "attention.causal' must be a bool, found a ", gguf_type_name(v->type));
+      if (v->as_bool()) bad("'", spec->name, "' with causal attention (", a, "attention.causal true) is not supported");
+    }
+  }
+  if (const GGUFValue* v = g.find(a + "pooling_type")) {
+    if (!v->is_integer() || v->as_int() < 0 || v->as_int() > 4) {
+      bad("key '", a, "pooling_type' must be an integer in 0..4 (none, mean, cls, last, rank)");
+    }
+    c.pooling_type = static_cast<int32_t>(v->as_int());
+  }
   // RoPE scaling (llama.cpp: rope.scaling.factor, or the older rope.scale_linear).
   const std::string scaling = r.get_string(a + "rope.scaling.type");
   if (!scaling.empty() && scaling != "none" && scaling != "linear" && !(scaling == "longrope" && spec->longrope != Presence::None)) {
@@ -317,21 +397,10 @@ Model load_gguf_model(const GGUFFile& g) {
 
   const int64_t dim = c.dim;
   m.token_embd = r.matrix("token_embd", c.vocab_size, dim, false);
-  m.output_norm = r.matrix("output_norm", 1, dim, true);
-  const bool has_output = r.has_tensor("output");
-  if (has_output && spec->output == Presence::None) {
-    bad("architecture '", spec->name, "' always ties its output to token_embd, but the file has output.weight");
-  }
-  if (!has_output && spec->output == Presence::Required) bad("required tensor 'output.weight' is missing");
-  m.output = has_output ? r.matrix("output", c.vocab_size, dim, false) : m.token_embd;
-  if (has_output && m.output.type == m.token_embd.type &&
-      std::memcmp(m.output.data, m.token_embd.data,
-                  size_t(c.vocab_size) * dtype_row_bytes(m.output.type, size_t(dim))) == 0) {
-    // Converters (convert-llama2c-to-ggml) store a shared classifier twice;
-    // treating the copy as tied gives the same model as the llama2.c file and
-    // one matrix to stream. memcmp stops at the first difference, so an
-    // untied output costs next to nothing here.
-    m.output = m.token_embd;
+  if (spec->layer_norm) {
+    load_encoder_inputs(r, *spec, &m);
+  } else {
+    load_decoder_output(r, *spec, &m);
   }
   const std::vector<LayerTensor> tensors = layer_tensors(*spec, c);
   m.layers.resize(c.n_layers);

@@ -220,7 +220,9 @@ Model make_synthetic_model(const ModelConfig& config, const WeightFormat& format
 }
 
 ModelConfig with_arch(ModelConfig c, const std::string& arch) {
-  apply_arch(arch_spec(arch), &c);
+  const ArchSpec& spec = arch_spec(arch);
+  QKV_CHECK(spec.causal, "'", arch, "' is an encoder family; the synthetic builder makes decoders only");
+  apply_arch(spec, &c);
   // gemma3 files must state their window; 1024 is Gemma 3's (4B and up).
   if (c.swa_period > 0 && c.sliding_window == 0) c.sliding_window = 1024;
   if (c.rope_theta_local > 0) c.rope_theta = 1e6f;

@@ -9,6 +9,7 @@
 #include "runtime/tokenizer/special.h"
 #include "runtime/tokenizer/spm.h"
 #include "runtime/tokenizer/vocab_text.h"
+#include "runtime/tokenizer/wpm.h"
 
 namespace qkv {
 
@@ -83,6 +84,38 @@ Tokenizer Tokenizer::from_bpe(std::vector<std::string> tokens, std::vector<int32
   return t;
 }
 
+Tokenizer Tokenizer::from_wordpiece(std::vector<std::string> tokens, std::vector<int32_t> types,
+                                    const WordPieceIds& ids, const std::string& where) {
+  check_counts(tokens.size(), types.size(), "token types", where);
+  const int64_t n = static_cast<int64_t>(tokens.size());
+  auto check = [&](int32_t id, const char* what, bool required) {
+    QKV_CHECK(id >= (required ? 0 : -1) && id < n, "tokenizer '", where, "': the WordPiece ", what, " id ", id,
+              " is outside the vocabulary of ", n, " tokens", required ? " (a WordPiece vocabulary needs it)" : "");
+  };
+  check(ids.cls, "[CLS] (BOS)", true);
+  check(ids.sep, "[SEP] (separator)", true);
+  check(ids.unk, "[UNK] (unknown token)", true);
+  check(ids.pad, "[PAD]", false);
+  check(ids.mask, "[MASK]", false);
+  check(ids.eos, "EOS", false);
+  Tokenizer t;
+  t.pieces_ = std::move(tokens);
+  t.scores_.assign(t.pieces_.size(), 0.0f);
+  t.types_ = std::move(types);
+  t.bos_id_ = ids.cls;
+  t.eos_id_ = ids.eos;
+  t.unk_id_ = ids.unk;
+  t.sep_id_ = ids.sep;
+  t.pad_id_ = ids.pad;
+  t.mask_id_ = ids.mask;
+  t.add_bos_ = true;
+  t.add_eos_ = false;
+  t.add_space_prefix_ = false;
+  t.wpm_ = std::make_shared<const WpmModel>(t.pieces_, ids.unk, where);
+  t.build_index(where);
+  return t;
+}
+
 void Tokenizer::build_index(const std::string& where) {
   std::fill(std::begin(byte_ids_), std::end(byte_ids_), -1);
   decoded_.assign(pieces_.size(), std::string());
@@ -120,7 +153,7 @@ void Tokenizer::build_index(const std::string& where) {
         fail("tokenizer '", where, "': token ", i, " has unknown type ", types_[i]);
     }
   }
-  if (!bpe_) spm_ = std::make_shared<const SpmModel>(pieces_, scores_, mergeable, byte_ids_, unk_id_);
+  if (!bpe_ && !wpm_) spm_ = std::make_shared<const SpmModel>(pieces_, scores_, mergeable, byte_ids_, unk_id_);
   build_special("", -1, -1);
 }
 
@@ -180,7 +213,8 @@ bool Tokenizer::is_eog(int32_t id) const { return std::binary_search(eog_.begin(
 std::vector<int32_t> Tokenizer::encode(const std::string& text, bool bos, bool eos, bool parse_special) const {
   QKV_CHECK(!pieces_.empty(), "encode: the tokenizer has no vocabulary");
   QKV_CHECK(!bos || bos_id_ >= 0, "encode: this vocabulary has no BOS token");
-  QKV_CHECK(!eos || eos_id_ >= 0, "encode: this vocabulary has no EOS token");
+  const int32_t end_id = wpm_ ? sep_id_ : eos_id_;  // WordPiece ends a text with [SEP]
+  QKV_CHECK(!eos || end_id >= 0, "encode: this vocabulary has no EOS token");
   std::vector<int32_t> out;
   if (bos) out.push_back(bos_id_);
   bool after_special = true;  // SentencePiece prefixes the first text and the text after a special token
@@ -193,12 +227,14 @@ std::vector<int32_t> Tokenizer::encode(const std::string& text, bool bos, bool e
     const std::string piece = text.substr(f.offset, f.length);
     if (bpe_) {
       bpe_->encode(piece, &out, f.offset == 0);
+    } else if (wpm_) {
+      wpm_->encode(piece, &out);
     } else {
       spm_->encode((add_space_prefix_ && after_special ? kSpaceMark : std::string()) + escape_spaces(piece), &out);
     }
     after_special = false;
   }
-  if (eos) out.push_back(eos_id_);
+  if (eos) out.push_back(end_id);
   return out;
 }
 
@@ -207,7 +243,9 @@ void Tokenizer::check_id(int32_t id) const {
 }
 
 bool Tokenizer::drops_prefix_space(bool first, int32_t token) const {
-  if (byte_level() || !add_space_prefix_ || !first || types_[token] == kByte) return false;
+  // WordPiece: the "▁" of a word-initial piece becomes a space except at the start.
+  if (!wpm_ && (byte_level() || !add_space_prefix_)) return false;
+  if (!first || types_[token] == kByte) return false;
   const std::string& text = decoded_[token];
   return !text.empty() && text[0] == ' ';
 }
@@ -236,10 +274,11 @@ std::string Tokenizer::decode(const std::vector<int32_t>& tokens, bool special) 
       first = true;
       continue;
     }
-    out += drops_prefix_space(first, t) ? decoded_[t].substr(1) : decoded_[t];
+    // WordPiece keeps the space of a word after a special token, as llama.cpp does.
+    out += drops_prefix_space(wpm_ ? out.empty() : first, t) ? decoded_[t].substr(1) : decoded_[t];
     first = false;
   }
-  return out;
+  return wpm_ ? WpmModel::clean_spaces(out) : out;
 }
 
 const std::string& Tokenizer::piece(int32_t id) const {
@@ -254,6 +293,12 @@ int32_t Tokenizer::token_type(int32_t id) const {
   check_id(id);
   return types_[id];
 }
-int32_t Tokenizer::piece_id(const std::string& p) const { return spm_ ? spm_->piece_id(p) : -1; }
+int32_t Tokenizer::piece_id(const std::string& p) const {
+  if (wpm_) {
+    const int32_t id = wpm_->token_id(p);
+    return id >= 0 && (types_[id] == kNormal || types_[id] == kUserDefined) ? id : -1;
+  }
+  return spm_ ? spm_->piece_id(p) : -1;
+}
 
 }  // namespace qkv

@@ -1,4 +1,4 @@
-// The tokenizer: a vocabulary (tokens, types, special ids) and one of two
+// The tokenizer: a vocabulary (tokens, types, special ids) and one of these
 // models behind it (runtime/tokenizer/):
 // - SentencePiece BPE with byte fallback (GGUF tokenizer.ggml.model "llama",
 //   llama2.c tokenizer.bin): Llama 2, Gemma, Phi-3. Pieces are kept in
@@ -10,6 +10,10 @@
 //   StarCoder, DeepSeek, ... with the named pre-tokenizer of tokenizer.ggml.pre.
 // - A Hugging Face tokenizer.json BPE (runtime/tokenizer/hf_json.cc): byte-level
 //   or SentencePiece-style, with the file's own split regexes and normalizer.
+// - WordPiece (tokenizer.ggml.model "bert", runtime/tokenizer/wpm.h): BERT-family
+//   encoders. BOS is [CLS]; the end token is the separator [SEP] (there is
+//   usually no EOS). Decoding puts a space before each word-initial piece
+//   ("▁word") except at the start and joins continuation pieces.
 //
 // Special tokens (control, user-defined) are cut out of the text first and
 // never split: user-defined ones always, control ones only with parse_special.
@@ -30,6 +34,7 @@ namespace qkv {
 class BpeModel;
 class SpmModel;
 class SpecialTokens;
+class WpmModel;
 
 class Tokenizer {
  public:
@@ -40,8 +45,21 @@ class Tokenizer {
   // int32 length, bytes. vocab_size < 0: read tokens until the end of the file;
   // otherwise exactly vocab_size tokens (run.c takes it from the model).
   static Tokenizer from_llama2c(const std::string& path, int64_t vocab_size = -1);
-  // GGUF tokenizer.ggml.* keys (tokenizer.ggml.model "llama" or "gpt2").
+  // GGUF tokenizer.ggml.* keys (tokenizer.ggml.model "llama", "gpt2" or "bert").
+  // "bert": ids from bos_token_id ([CLS], default 101), seperator_token_id
+  // (sic; default 102), unknown_token_id (100), padding_token_id (0),
+  // mask_token_id (103), eos_token_id (none), as llama.cpp reads them.
   static Tokenizer from_gguf(const GGUFFile& file);
+  // Special ids of a WordPiece vocabulary; -1 = none (cls, sep and unk are required).
+  struct WordPieceIds {
+    int32_t cls = 101, sep = 102, unk = 100, pad = 0, mask = 103, eos = -1;
+  };
+  // A WordPiece vocabulary: tokens in phantom-space form ("▁word" starts a
+  // word, continuation pieces bare) and their types. add_bos is true and
+  // add_eos false (the file's add_bos_token / add_eos_token are not read:
+  // llama.cpp adds [CLS] and [SEP] whatever they say).
+  static Tokenizer from_wordpiece(std::vector<std::string> tokens, std::vector<int32_t> types,
+                                  const WordPieceIds& ids, const std::string& where = "tokenizer");
   // A byte-level BPE vocabulary: byte-encoded tokens, their types, merges in
   // rank order ("left right"), the pre-tokenizer name; bos/eos -1 when absent.
   static Tokenizer from_bpe(std::vector<std::string> tokens, std::vector<int32_t> types,
@@ -66,13 +84,18 @@ class Tokenizer {
 
   // Text -> ids, BOS first / EOS last when asked. parse_special: control
   // tokens written in the text ("<|im_start|>") become their ids.
+  // WordPiece: bos puts [CLS] first and eos puts the separator [SEP] last
+  // (WordPiece's end token, whether or not the vocabulary has an EOS).
   std::vector<int32_t> encode(const std::string& text, bool bos, bool eos, bool parse_special = false) const;
   // One token's text as run.c prints it: the leading space of the piece after
-  // BOS is dropped (SentencePiece), <0xNN> gives the raw byte (possibly part of
-  // a UTF-8 character), control tokens give "" unless special.
+  // BOS is dropped (SentencePiece; WordPiece after [CLS]), <0xNN> gives the raw
+  // byte (possibly part of a UTF-8 character), control tokens give "" unless
+  // special. WordPiece's space clean-up needs the neighbours: decode(tokens) does it.
   std::string decode(int32_t prev_token, int32_t token, bool special = false) const;
   // A whole sequence: control tokens are skipped unless special, the
   // prepended space is dropped, so decode(encode(s, ...)) == s.
+  // WordPiece gives the normalized (lowercased) words, separated by spaces,
+  // with llama.cpp's clean-up (no space before . , ? !, "don't", "it's").
   std::string decode(const std::vector<int32_t>& tokens, bool special = false) const;
 
   int64_t vocab_size() const { return static_cast<int64_t>(pieces_.size()); }
@@ -82,6 +105,13 @@ class Tokenizer {
   bool add_bos() const { return add_bos_; }  // GGUF tokenizer.ggml.add_bos_token (SentencePiece default true)
   bool add_eos() const { return add_eos_; }  // GGUF tokenizer.ggml.add_eos_token (default false)
   bool is_bpe() const { return bpe_ != nullptr; }
+  bool is_wordpiece() const { return wpm_ != nullptr; }
+  // The separator token ([SEP] of WordPiece vocabularies; GGUF
+  // tokenizer.ggml.seperator_token_id otherwise), -1 when there is none.
+  int32_t sep_id() const { return sep_id_; }
+  // WordPiece [PAD] and [MASK]; -1 when absent and for other vocabularies.
+  int32_t pad_id() const { return pad_id_; }
+  int32_t mask_id() const { return mask_id_; }
   // tokenizer_config.json's chat_template (tokenizer.json loads only; GGUF
   // files keep theirs in tokenizer.chat_template).
   const std::string& chat_template() const { return chat_template_; }
@@ -114,6 +144,7 @@ class Tokenizer {
   std::vector<std::string> decoded_;  // text of each token for decode()
   int32_t byte_ids_[256] = {};  // byte -> its <0xNN> token, -1 if absent
   int32_t bos_id_ = 1, eos_id_ = 2, unk_id_ = 0;
+  int32_t sep_id_ = -1, pad_id_ = -1, mask_id_ = -1;
   bool add_bos_ = true, add_eos_ = false;
   bool add_space_prefix_ = true;  // SentencePiece's dummy prefix
   std::vector<int32_t> eog_;
@@ -121,6 +152,7 @@ class Tokenizer {
   std::string chat_template_;
   std::shared_ptr<const SpmModel> spm_;
   std::shared_ptr<const BpeModel> bpe_;
+  std::shared_ptr<const WpmModel> wpm_;
   std::shared_ptr<const SpecialTokens> special_;
 };
 

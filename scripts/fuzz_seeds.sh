@@ -100,7 +100,7 @@ done
 i=0
 for t in 'Hello, world!' ' leading spaces and  doubles' $'tabs\tand\nnewlines' 'naïve café 日本語 🦙' \
          '<s>special</s><|endoftext|><|im_start|>' $'\xff\xfe invalid \xc3 utf-8 \xed\xa0\x80' '1234567890 3.14'; do
-  for sel in 0 1 2 3 112; do
+  for sel in 0 1 2 3 4 112; do
     printf "\\x$(printf %02x "$sel")%s" "$t" > "$out/tokenizer/text-$i-$sel"
   done
   i=$((i + 1))

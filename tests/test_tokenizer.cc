@@ -320,10 +320,10 @@ TEST_CASE("malformed tokenizer files are clear errors") {
   }
   SUBCASE("GGUF with another tokenizer model") {
     GGUFWriter w;
-    w.set("tokenizer.ggml.model", GGUFValue::string("bert"));
+    w.set("tokenizer.ggml.model", GGUFValue::string("t5"));
     w.set("tokenizer.ggml.tokens", GGUFValue::string_array({"a", "b", "c"}));
-    std::string path = temp_file("bert.gguf", w.serialize());
-    CHECK(throws_with([&] { Tokenizer::load(path); }, "'bert' is not supported"));
+    std::string path = temp_file("t5.gguf", w.serialize());
+    CHECK(throws_with([&] { Tokenizer::load(path); }, "'t5' is not supported"));
     std::remove(path.c_str());
     w.set("tokenizer.ggml.model", GGUFValue::string("gpt2"));
     path = temp_file("gpt2.gguf", w.serialize());

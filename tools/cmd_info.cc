@@ -121,12 +121,7 @@ int print_model(const std::string& path) {
 
   std::map<DType, int> type_counts;
   auto count = [&](const Matrix& w) { ++type_counts[w.type]; };
-  count(m.token_embd);
-  count(m.output_norm);
-  if (!tied) count(m.output);
-  for (const LayerWeights& l : m.layers) {
-    for (const Matrix* w : layer_matrices(l)) count(*w);
-  }
+  for (const Matrix* w : weight_matrices(m)) count(*w);
   std::string types;
   for (const auto& [t, n] : type_counts) {
     // Bits per weight of the type's storage (a Q4_K block: 144 bytes for 256 values = 4.5).
@@ -145,21 +140,28 @@ int print_model(const std::string& path) {
   std::printf("layers:          %lld\n", static_cast<long long>(c.n_layers));
   std::printf("heads:           %lld query, %lld key/value (group %lld)\n", static_cast<long long>(c.n_heads),
               static_cast<long long>(c.n_kv_heads), static_cast<long long>(c.n_heads / c.n_kv_heads));
-  std::printf("head dim:        %lld (rope on %lld, base %g)\n", static_cast<long long>(c.head_dim),
-              static_cast<long long>(c.rope_dim), double(c.rope_theta));
+  if (c.learned_positions) {
+    std::printf("head dim:        %lld\n", static_cast<long long>(c.head_dim));
+  } else {
+    std::printf("head dim:        %lld (rope on %lld, base %g)\n", static_cast<long long>(c.head_dim),
+                static_cast<long long>(c.rope_dim), double(c.rope_theta));
+  }
   if (c.q_dim() != c.dim) std::printf("query width:     %lld (heads x head dim)\n", static_cast<long long>(c.q_dim()));
   for (const std::string& line : describe_arch(c)) std::printf("%s\n", line.c_str());
   std::printf("norm epsilon:    %g\n", double(c.norm_eps));
   std::printf("context length:  %lld\n", static_cast<long long>(c.context_length));
   std::printf("vocabulary:      %lld\n", static_cast<long long>(c.vocab_size));
   std::printf("tokenizer:       %s\n", tokenizer_desc.c_str());
-  std::printf("output:          %s\n", tied ? "tied to the token embedding" : "separate matrix");
+  std::printf("output:          %s\n", !c.causal ? "the final hidden states (an encoder)"
+                                       : tied     ? "tied to the token embedding"
+                                                  : "separate matrix");
   std::printf("tensor types:    %s\n", types.c_str());
   std::printf("parameters:      %llu (%.1fM)\n", static_cast<unsigned long long>(m.parameter_count()),
               double(m.parameter_count()) * 1e-6);
   std::printf("weight bytes:    %llu (%s, %.2f bits per weight)\n", static_cast<unsigned long long>(m.weight_bytes()),
               human_bytes(double(m.weight_bytes())).c_str(),
               m.parameter_count() ? 8.0 * double(m.weight_bytes()) / double(m.parameter_count()) : 0.0);
+  if (!c.causal) return 0;  // an encoder keeps no KV cache
   // Per token: K and V, every layer, n_kv_heads rows of head_dim values.
   std::printf("KV cache per token (K+V, all layers):\n");
   for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q8_0}) {

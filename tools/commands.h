@@ -20,5 +20,6 @@ int cmd_attention(int argc, char** argv);
 int cmd_serve(int argc, char** argv);
 int cmd_template(int argc, char** argv);
 int cmd_chat(int argc, char** argv);
+int cmd_embed(int argc, char** argv);
 
 }  // namespace qkv::tools

@@ -31,6 +31,7 @@ const Command kCommands[] = {
     {"perplexity", qkv::tools::cmd_perplexity, "perplexity and KL divergence on a text, as llama-perplexity"},
     {"explain", qkv::tools::cmd_explain, "scaled dot-product attention, step by step, from qkv's kernels"},
     {"attention", qkv::tools::cmd_attention, "heatmaps of a model's attention weights on a prompt (SVG, JSON)"},
+    {"embed", qkv::tools::cmd_embed, "embeddings or rerank scores of texts, as llama-embedding"},
     {"serve", qkv::tools::cmd_serve, "an OpenAI-compatible HTTP server with continuous batching"},
     {"template", qkv::tools::cmd_template, "print the chat prompt a model's template makes of a conversation"},
 };

@@ -69,15 +69,17 @@ Tokenizer Tokenizer::from_gguf(const GGUFFile& g) {
   if (!model) fail("GGUF file '", path, "' has no tokenizer (key tokenizer.ggml.model is missing)");
   QKV_CHECK(model->type == GGUFType::STRING, "GGUF file '", path, "': tokenizer.ggml.model is not a string");
   const bool bpe = model->str == "gpt2";
-  if (model->str != "llama" && !bpe) {
+  const bool wordpiece = model->str == "bert";
+  const bool sentencepiece = model->str == "llama";
+  if (!sentencepiece && !bpe && !wordpiece) {
     fail("GGUF file '", path, "': tokenizer model '", model->str,
-         "' is not supported (qkv reads 'llama' SentencePiece and 'gpt2' byte-level BPE)");
+         "' is not supported (qkv reads 'llama' SentencePiece, 'gpt2' byte-level BPE and 'bert' WordPiece)");
   }
   const GGUFValue& tokens = g.get("tokenizer.ggml.tokens");
   QKV_CHECK(tokens.type == GGUFType::ARRAY && tokens.elem_type == GGUFType::STRING, "GGUF file '", path,
             "': tokenizer.ggml.tokens is not an array of strings");
   std::vector<float> scores;
-  if (!bpe || g.find("tokenizer.ggml.scores")) {
+  if (sentencepiece || g.find("tokenizer.ggml.scores")) {
     try {
       scores = g.get("tokenizer.ggml.scores").as_f32_vector();
     } catch (const Error& e) {
@@ -98,7 +100,7 @@ Tokenizer Tokenizer::from_gguf(const GGUFFile& g) {
       QKV_CHECK(raw[i] >= 1 && raw[i] <= 6, "GGUF file '", path, "': token ", i, " has unknown type ", raw[i]);
       types[i] = static_cast<int32_t>(raw[i]);
     }
-  } else if (!bpe) {
+  } else if (sentencepiece) {
     for (size_t i = 0; i < tokens.strings.size(); ++i) {
       if (parse_byte_piece(tokens.strings[i]) >= 0) types[i] = kByte;
     }
@@ -124,8 +126,23 @@ Tokenizer Tokenizer::from_gguf(const GGUFFile& g) {
     QKV_CHECK(v->type == GGUFType::STRING, "GGUF file '", path, "': ", key, " is not a string");
     return v->str;
   };
+  // Defaults that name no token of a small vocabulary mean "none" for the optional ids.
+  auto optional_default = [&](int32_t id) { return int64_t(id) < int64_t(tokens.count) ? id : -1; };
   Tokenizer t;
-  if (bpe) {
+  if (wordpiece) {
+    // llama.cpp's built-in ids for a "bert" vocabulary, which the keys override.
+    WordPieceIds ids;
+    ids.cls = id_key("tokenizer.ggml.bos_token_id", ids.cls);
+    ids.sep = id_key("tokenizer.ggml.seperator_token_id", ids.sep);
+    ids.unk = id_key("tokenizer.ggml.unknown_token_id", ids.unk);
+    ids.pad = id_key("tokenizer.ggml.padding_token_id", optional_default(ids.pad));
+    ids.mask = id_key("tokenizer.ggml.mask_token_id", optional_default(ids.mask));
+    ids.eos = id_key("tokenizer.ggml.eos_token_id", -1);
+    t = from_wordpiece(tokens.strings, std::move(types), ids, path);
+    QKV_CHECK(scores.empty() || scores.size() == tokens.count, "GGUF file '", path, "' has ", scores.size(),
+              " scores for ", tokens.count, " tokens");
+    if (!scores.empty()) t.scores_ = std::move(scores);
+  } else if (bpe) {
     const GGUFValue* merges = g.find("tokenizer.ggml.merges");
     if (!merges) fail("GGUF file '", path, "': a 'gpt2' tokenizer needs tokenizer.ggml.merges, which is missing");
     QKV_CHECK(merges->type == GGUFType::ARRAY && merges->elem_type == GGUFType::STRING, "GGUF file '", path,
@@ -142,8 +159,17 @@ Tokenizer Tokenizer::from_gguf(const GGUFFile& g) {
     t = from_pieces(tokens.strings, std::move(scores), std::move(types), bos, eos, unk, path);
     bool_key("tokenizer.ggml.add_space_prefix", &t.add_space_prefix_);
   }
-  bool_key("tokenizer.ggml.add_bos_token", &t.add_bos_);
-  bool_key("tokenizer.ggml.add_eos_token", &t.add_eos_);
+  if (!wordpiece) {  // WordPiece always adds [CLS] (see from_wordpiece)
+    bool_key("tokenizer.ggml.add_bos_token", &t.add_bos_);
+    bool_key("tokenizer.ggml.add_eos_token", &t.add_eos_);
+    // Only WordPiece uses a separator; llama.cpp's converters write an absent
+    // one as -1 (u32 4294967295), which names no token here either.
+    const GGUFValue* sep = g.find("tokenizer.ggml.seperator_token_id");
+    if (sep && sep->is_integer() && !(sep->type == GGUFType::UINT64 && sep->bits > uint64_t(kMaxVocab)) &&
+        sep->as_int() >= 0 && sep->as_int() < int64_t(tokens.count)) {
+      t.sep_id_ = static_cast<int32_t>(sep->as_int());
+    }
+  }
   QKV_CHECK(!t.add_bos_ || t.bos_id_ >= 0, "GGUF file '", path, "': add_bos_token is true but there is no BOS token");
   QKV_CHECK(!t.add_eos_ || t.eos_id_ >= 0, "GGUF file '", path, "': add_eos_token is true but there is no EOS token");
   t.build_special(string_key("general.name"), id_key("tokenizer.ggml.eot_token_id", -1),

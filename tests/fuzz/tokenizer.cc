@@ -1,4 +1,4 @@
-// fuzz_tokenizer: SentencePiece and byte-level BPE encode/decode on arbitrary
+// fuzz_tokenizer: SentencePiece, byte-level BPE and WordPiece encode/decode on arbitrary
 // bytes (invalid UTF-8 included). The vocabularies are loaded once from
 // ../shared/vocab (QKV_FUZZ_SHARED overrides the directory). Input: byte 0
 // picks the vocabulary and the flags, the rest is the text; its bytes read as
@@ -17,7 +17,7 @@ const std::vector<qkv::Tokenizer>& vocabularies() {
   static const std::vector<qkv::Tokenizer> v = [] {
     std::vector<qkv::Tokenizer> t;
     for (const char* name : {"vocab/ggml-vocab-llama-spm.gguf", "vocab/ggml-vocab-gpt-2.gguf",
-                             "vocab/ggml-vocab-phi-3.gguf"}) {
+                             "vocab/ggml-vocab-phi-3.gguf", "vocab/ggml-vocab-bert-bge.gguf"}) {
       t.push_back(qkv::Tokenizer::from_gguf(qkv::GGUFFile::open(qkv::fuzz::shared_path(name))));
     }
     t.push_back(qkv::Tokenizer::byte_level(300));

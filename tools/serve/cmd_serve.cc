@@ -1,5 +1,6 @@
 // qkv serve: an OpenAI-compatible HTTP server over the C API, with continuous
-// batching over --slots sequences of one context. SIGTERM/SIGINT: stop
+// batching over --slots sequences of one context, and embeddings (an encoder
+// model, or --embeddings, serves them alone). SIGTERM/SIGINT: stop
 // accepting, let running requests finish within --grace seconds (then cancel
 // them), exit 0.
 #include <malloc.h>
@@ -15,6 +16,7 @@
 #include <cstring>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "tools/args.h"
 #include "tools/commands.h"
@@ -49,10 +51,89 @@ const char* kServeUsage =
     "  --max-body BYTES      request body limit (default 1048576)\n"
     "  --alias NAME          the model id in the API (default: the file name)\n"
     "  --chat-template-file FILE  this Jinja chat template instead of the model's (its tool-call\n"
-    "                        and reasoning format is the one the replies are parsed with)\n";
+    "                        and reasoning format is the one the replies are parsed with)\n"
+    "  --embeddings          serve embeddings only (/v1/embeddings, /api/embed), no generation;\n"
+    "                        an encoder model (bert, nomic-bert) always does\n"
+    "  --rerank              serve reranking (/v1/rerank) and embeddings only: --pooling rank\n"
+    "  --pooling P           pooling of the embeddings: none, mean, cls, last, rank (default: the\n"
+    "                        model's; a decoder's is last)\n"
+    "An embedding input may have up to -c tokens (at most the model's context); embedding\n"
+    "requests share the --max-queue, --timeout and -b (tokens per pass) of generation.\n";
 
 std::atomic<int> g_signal{0};
 void on_signal(int sig) { g_signal = sig; }
+
+// Encoders embed; qkv_context_create refuses them.
+bool is_encoder(const qkv_model_info& info) {
+  const std::string arch = info.architecture;
+  return arch == "bert" || arch == "nomic-bert";
+}
+
+// The context of the slots, its GEMM kernels built before the server listens
+// (what the first prompts would otherwise build inside their requests), and
+// the scheduler over it.
+qkv_context* start_generation(serve::ServerState& st) {
+  const serve::ServeOptions& o = st.options;
+  qkv_context_options copts;
+  qkv_context_options_init(&copts);
+  copts.context = st.slot_context;
+  copts.kv_type = o.kv_type;
+  copts.threads = o.threads;
+  copts.prefill_batch = std::max(o.prefill_chunk, o.prefill_batch);  // rows of one pass
+  copts.memory_limit = o.memory_limit;
+  qkv_context* ctx = nullptr;
+  if (qkv_context_create(st.model, o.slots, &copts, &ctx) != QKV_OK) {
+    const std::string msg = qkv_last_error();
+    qkv_model_free(st.model);
+    fail("creating the context: ", msg);
+  }
+  const auto prepare_start = std::chrono::steady_clock::now();
+  int64_t built = 0;
+  if (qkv_context_prepare(ctx, &built) != QKV_OK) {
+    const std::string msg = qkv_last_error();
+    qkv_context_free(ctx);
+    qkv_model_free(st.model);
+    fail("preparing the context: ", msg);
+  }
+  std::fprintf(stderr, "qkv serve: prompt passes of up to %" PRId64 " rows prepared: %" PRId64 " GEMM kernels built in %.0f ms\n",
+               copts.prefill_batch, built,
+               std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - prepare_start).count());
+  serve::Scheduler::Options so;
+  so.prefill_chunk = o.prefill_chunk;
+  so.prefill_batch = o.prefill_batch;
+  so.max_queue = o.max_queue;
+  st.scheduler = std::make_unique<serve::Scheduler>(st.model, ctx, o.slots, st.slot_context, so, st.metrics);
+  return ctx;
+}
+
+// An embedding server's first pass, run before it listens: a pooling the
+// model cannot give (rank without a classifier head) fails the start, and
+// the worker is running when the first request comes.
+bool check_embedding(serve::ServerState& st, std::string& msg) {
+  int64_t n = 0;
+  qkv_embed_tokenize(st.model, "a", nullptr, 0, &n);
+  std::vector<int32_t> ids(static_cast<size_t>(std::max<int64_t>(n, 0)));
+  qkv_embed_options eo;
+  qkv_embed_options_init(&eo);
+  eo.pooling = st.pooling;
+  eo.threads = st.options.threads;
+  int64_t dim = 0, got = 0;
+  if (n < 1 || qkv_embed_tokenize(st.model, "a", ids.data(), n, &n) != QKV_OK ||
+      qkv_embed_dimension(st.model, &eo, &dim) != QKV_OK) {
+    msg = std::string("the model cannot embed: ") + qkv_last_error();
+    return false;
+  }
+  const int32_t* tokens = ids.data();
+  std::vector<float> out(static_cast<size_t>(dim * n));
+  if (qkv_embed(st.model, &tokens, &n, 1, &eo, out.data(), static_cast<int64_t>(out.size()), &got, nullptr) !=
+      QKV_OK) {
+    msg = std::string("the model cannot embed with pooling ") + serve::pooling_name(st.pooling) + ": " +
+          qkv_last_error();
+    return false;
+  }
+  serve::embed_worker(st);
+  return true;
+}
 
 std::string base_name(const std::string& path) {
   const size_t slash = path.find_last_of('/');
@@ -106,6 +187,16 @@ int cmd_serve(int argc, char** argv) {
       o.prefill_batch = parse_int(a.c_str(), flag_value(argc, argv, i), 1, 1 << 16);
     } else if (a == "--max-body") {
       o.max_body = static_cast<size_t>(parse_int(a.c_str(), flag_value(argc, argv, i), 256, INT64_C(1) << 32));
+    } else if (a == "--embeddings" || a == "--embedding") {
+      o.embedding_only = true;
+    } else if (a == "--rerank" || a == "--reranking") {
+      o.embedding_only = true;
+      o.pooling = QKV_POOLING_RANK;
+    } else if (a == "--pooling") {
+      const std::string name = flag_value(argc, argv, i);
+      if (!serve::pooling_from_name(name, &o.pooling)) {
+        fail("flag --pooling takes none, mean, cls, last or rank, not '", name, "'");
+      }
     } else if (a == "--alias") {
       o.model_id = flag_value(argc, argv, i);
     } else {
@@ -131,40 +222,20 @@ int cmd_serve(int argc, char** argv) {
     fail("the model has no vocabulary: a llama2.c checkpoint needs -z TOKENIZER");
   }
   st.slot_context = o.context > 0 ? o.context : std::min<int64_t>(st.info.context_length, 4096);
-  qkv_context_options copts;
-  qkv_context_options_init(&copts);
-  copts.context = st.slot_context;
-  copts.kv_type = o.kv_type;
-  copts.threads = o.threads;
-  copts.prefill_batch = std::max(o.prefill_chunk, o.prefill_batch);  // rows of one pass
-  copts.memory_limit = o.memory_limit;
-  qkv_context* ctx = nullptr;
-  if (qkv_context_create(st.model, o.slots, &copts, &ctx) != QKV_OK) {
-    const std::string msg = qkv_last_error();
-    qkv_model_free(st.model);
-    fail("creating the context: ", msg);
-  }
-  // What the first prompts would otherwise build inside their requests (the
-  // GEMM kernels of each row bucket, the activation buffers), built before
-  // the server listens.
-  const auto prepare_start = std::chrono::steady_clock::now();
-  int64_t built = 0;
-  if (qkv_context_prepare(ctx, &built) != QKV_OK) {
-    const std::string msg = qkv_last_error();
-    qkv_context_free(ctx);
-    qkv_model_free(st.model);
-    fail("preparing the context: ", msg);
-  }
-  std::fprintf(stderr, "qkv serve: prompt passes of up to %" PRId64 " rows prepared: %" PRId64 " GEMM kernels built in %.0f ms\n",
-               copts.prefill_batch, built,
-               std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - prepare_start).count());
+  st.embed_context = std::min(st.slot_context, st.info.context_length);
+  st.pooling = o.pooling != QKV_POOLING_DEFAULT ? o.pooling : qkv_model_pooling(st.model);
+  st.embedding_only = o.embedding_only || is_encoder(st.info);
   st.limits.vocab_size = st.info.vocab_size;
   st.limits.max_prompt_tokens = st.slot_context;
-  serve::Scheduler::Options so;
-  so.prefill_chunk = o.prefill_chunk;
-  so.prefill_batch = o.prefill_batch;
-  so.max_queue = o.max_queue;
-  st.scheduler = std::make_unique<serve::Scheduler>(st.model, ctx, o.slots, st.slot_context, so, st.metrics);
+  qkv_context* ctx = st.embedding_only ? nullptr : start_generation(st);
+  if (st.embedding_only) {
+    st.slot_context = st.embed_context;
+    std::string msg;
+    if (!check_embedding(st, msg)) {
+      qkv_model_free(st.model);
+      fail(msg);
+    }
+  }
 
   httplib::Server svr;
   // Enough handler threads for every slot, the whole queue and a few quick
@@ -194,6 +265,7 @@ int cmd_serve(int argc, char** argv) {
   const bool bound = port == 0 ? (port = svr.bind_to_any_port(o.host)) > 0 : svr.bind_to_port(o.host, port);
   if (!bound) {
     st.scheduler.reset();
+    st.embedder.reset();
     qkv_context_free(ctx);
     qkv_model_free(st.model);
     fail("cannot listen on ", o.host, ":", o.port, " (address in use, or not an address of this host)");
@@ -229,7 +301,16 @@ int cmd_serve(int argc, char** argv) {
     std::fprintf(stderr, "qkv serve: signal %d: finishing running requests (up to %.0f s)\n", g_signal.load(),
                  o.grace_s);
     st.stopping = true;
-    st.scheduler->drain(std::chrono::milliseconds(static_cast<int64_t>(o.grace_s * 1000)));
+    const auto grace_end = std::chrono::steady_clock::now() + std::chrono::milliseconds(static_cast<int64_t>(o.grace_s * 1000));
+    if (st.scheduler) {
+      st.scheduler->drain(std::chrono::duration_cast<std::chrono::milliseconds>(grace_end - std::chrono::steady_clock::now()));
+    }
+    serve::EmbedWorker* embedder = nullptr;
+    {
+      std::lock_guard<std::mutex> lock(st.embed_mu);
+      embedder = st.embedder.get();
+    }
+    if (embedder) embedder->drain(grace_end);
     // Every job has ended; give the streams up to 2 s to write their last
     // events (a cancelled stream's error event and [DONE]) before closing.
     const auto flush_by = std::chrono::steady_clock::now() + std::chrono::seconds(2);
@@ -239,14 +320,22 @@ int cmd_serve(int argc, char** argv) {
     svr.stop();
   });
 
-  std::fprintf(stderr, "qkv serve: %s, %d slots x %" PRId64 " positions (%s KV, %.1f MiB), listening on http://%s:%d\n",
-               o.model_id.c_str(), o.slots, st.slot_context, kv_type_name(o.kv_type),
-               static_cast<double>(qkv_context_kv_bytes(ctx)) / (1024.0 * 1024.0), o.host.c_str(), port);
+  if (ctx) {
+    std::fprintf(stderr, "qkv serve: %s, %d slots x %" PRId64 " positions (%s KV, %.1f MiB), listening on http://%s:%d\n",
+                 o.model_id.c_str(), o.slots, st.slot_context, kv_type_name(o.kv_type),
+                 static_cast<double>(qkv_context_kv_bytes(ctx)) / (1024.0 * 1024.0), o.host.c_str(), port);
+  } else {
+    std::fprintf(stderr, "qkv serve: %s, embeddings only (pooling %s, %" PRId64 " floats, inputs up to %" PRId64
+                 " tokens), listening on http://%s:%d\n",
+                 o.model_id.c_str(), serve::pooling_name(st.pooling),
+                 st.pooling == QKV_POOLING_RANK ? INT64_C(1) : st.info.dim, st.embed_context, o.host.c_str(), port);
+  }
   std::fflush(stderr);
   svr.listen_after_bind();
   done = true;
   watcher.join();
   st.scheduler.reset();
+  st.embedder.reset();
   qkv_context_free(ctx);
   qkv_model_free(st.model);
   std::fprintf(stderr, "qkv serve: stopped\n");

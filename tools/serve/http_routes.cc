@@ -37,6 +37,16 @@ bool authorized(const ServerState& st, const httplib::Request& req) {
   return constant_time_equal(h.substr(prefix.size()), st.options.api_key);
 }
 
+// The endpoints that generate text (each in its API's shape): a server that
+// only embeds has no slots for them.
+bool is_generation_path(const std::string& path) {
+  for (const char* p : {"/v1/completions", "/v1/chat/completions", "/v1/messages", "/v1/messages/count_tokens",
+                        "/v1/responses", "/api/generate", "/api/chat"}) {
+    if (path == p) return true;
+  }
+  return false;
+}
+
 void send_json(httplib::Response& res, const json& j) { res.set_content(dump(j), "application/json"); }
 
 json json_body(const ServerState& st, const httplib::Request& req) {
@@ -87,21 +97,6 @@ void detokenize_route(ServerState& st, const httplib::Request& req, httplib::Res
 }
 
 // Runs a small handler, turning an ApiError into its error object.
-template <typename F>
-httplib::Server::Handler guarded(ServerState& st, const char* endpoint, F f) {
-  return [&st, endpoint, f](const httplib::Request& req, httplib::Response& res) {
-    try {
-      f(st, req, res);
-      st.metrics.request_done(endpoint, 200);
-    } catch (const ApiError& e) {
-      send_error(res, e.status, e.what(), e.type, e.param, e.code);
-      st.metrics.request_done(endpoint, e.status);
-    } catch (const json::exception& e) {  // a value of an unexpected JSON type
-      send_error(res, 400, std::string("unexpected JSON: ") + e.what());
-      st.metrics.request_done(endpoint, 400);
-    }
-  };
-}
 
 }  // namespace
 
@@ -118,7 +113,14 @@ void send_error_for(const httplib::Request& req, httplib::Response& res, const A
 
 void install_routes(httplib::Server& svr, ServerState& st) {
   svr.set_pre_routing_handler([&st](const httplib::Request& req, httplib::Response& res) {
-    if (authorized(st, req)) return httplib::Server::HandlerResponse::Unhandled;
+    if (authorized(st, req)) {
+      if (!st.scheduler && req.method == "POST" && is_generation_path(req.path)) {
+        send_error_for(req, res, embedding_only_error(st));
+        st.metrics.request_done(req.path, 400);
+        return httplib::Server::HandlerResponse::Handled;
+      }
+      return httplib::Server::HandlerResponse::Unhandled;
+    }
     res.set_header("WWW-Authenticate", "Bearer");
     send_error_for(req, res,
                    ApiError(401, "Incorrect or missing API key: send 'Authorization: Bearer KEY' or 'x-api-key: KEY'",
@@ -165,8 +167,11 @@ void install_routes(httplib::Server& svr, ServerState& st) {
                                                    {"created", m.created},
                                                    {"owned_by", "qkv"},
                                                    {"meta", {{"n_ctx_slot", s.slot_context},
-                                                             {"slots", s.options.slots},
-                                                             {"n_vocab", s.info.vocab_size}}}}})}});
+                                                             {"slots", s.scheduler ? s.options.slots : 0},
+                                                             {"n_vocab", s.info.vocab_size},
+                                                             {"n_embd", s.info.dim},
+                                                             {"pooling", pooling_name(s.pooling)},
+                                                             {"embedding_only", s.embedding_only}}}}})}});
           }));
   svr.Get("/health", [&st](const httplib::Request&, httplib::Response& res) {
     if (st.stopping) {
@@ -177,12 +182,20 @@ void install_routes(httplib::Server& svr, ServerState& st) {
     }
   });
   svr.Get("/metrics", [&st](const httplib::Request&, httplib::Response& res) {
-    res.set_content(st.metrics.render(st.scheduler->queue_depth(), st.scheduler->busy_slots(), st.scheduler->slots()),
+    size_t embed_queue = 0;
+    {
+      std::lock_guard<std::mutex> lock(st.embed_mu);
+      if (st.embedder) embed_queue = st.embedder->queue_depth();
+    }
+    const bool gen = st.scheduler != nullptr;
+    res.set_content(st.metrics.render(gen ? st.scheduler->queue_depth() : 0, gen ? st.scheduler->busy_slots() : 0,
+                                      gen ? st.scheduler->slots() : 0, embed_queue),
                     "text/plain; version=0.0.4");
   });
   svr.Post("/tokenize", guarded(st, "/tokenize", tokenize_route));
   svr.Post("/detokenize", guarded(st, "/detokenize", detokenize_route));
   svr.Get("/", [](const httplib::Request&, httplib::Response& res) { res.set_content(web_page(), "text/html; charset=utf-8"); });
+  install_embedding_routes(svr, st);
   install_anthropic_routes(svr, st);
   install_responses_routes(svr, st);
   install_ollama_routes(svr, st);

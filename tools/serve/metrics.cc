@@ -70,7 +70,15 @@ void Metrics::step_tokens(int64_t n) {
   }
 }
 
-std::string Metrics::render(size_t queue_depth, int busy_slots, int slots) {
+void Metrics::embedded(int64_t requests, int64_t inputs, int64_t tokens) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ++embed_calls_;
+  embed_requests_ += static_cast<uint64_t>(requests);
+  embed_inputs_ += static_cast<uint64_t>(inputs);
+  embed_tokens_ += static_cast<uint64_t>(tokens);
+}
+
+std::string Metrics::render(size_t queue_depth, int busy_slots, int slots, size_t embed_queue_depth) {
   const auto now = std::chrono::steady_clock::now();
   std::lock_guard<std::mutex> lock(mu_);
   std::string out;
@@ -90,6 +98,11 @@ std::string Metrics::render(size_t queue_depth, int busy_slots, int slots) {
   counter("qkv_prompt_tokens_total", "prompt tokens of finished requests", prompt_);
   counter("qkv_prompt_tokens_cached_total", "prompt tokens reused from a slot's cache", cached_);
   counter("qkv_generated_tokens_total", "tokens generated", generated_);
+  counter("qkv_embedding_requests_total", "embedding and rerank requests computed", embed_requests_);
+  counter("qkv_embedding_inputs_total", "inputs embedded (texts, token lists, rerank pairs)", embed_inputs_);
+  counter("qkv_embedding_tokens_total", "tokens of the embedded inputs", embed_tokens_);
+  counter("qkv_embedding_calls_total", "embedding passes (each packs the inputs of the requests waiting)",
+          embed_calls_);
   int64_t window_tokens = 0;
   for (const auto& [t, n] : recent_) {
     if (std::chrono::duration<double>(now - t).count() <= kRateWindowS) window_tokens += n;
@@ -97,6 +110,8 @@ std::string Metrics::render(size_t queue_depth, int busy_slots, int slots) {
   gauge("qkv_tokens_per_second", "tokens generated per second over the last 10 seconds",
         static_cast<double>(window_tokens) / kRateWindowS);
   gauge("qkv_queue_depth", "requests waiting for a slot", static_cast<double>(queue_depth));
+  gauge("qkv_embedding_queue_depth", "embedding requests waiting for the worker",
+        static_cast<double>(embed_queue_depth));
   gauge("qkv_slots_busy", "slots running a request", busy_slots);
   gauge("qkv_slots_total", "slots (sequences of the KV cache)", slots);
   ttft_.write(out, "qkv_time_to_first_token_seconds", "time from arrival to the first generated token");

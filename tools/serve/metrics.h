@@ -34,13 +34,16 @@ class Metrics {
   void first_token(double seconds);
   void inter_token(double seconds);
   void step_tokens(int64_t n);  // tokens generated in one scheduler step (tokens/s over the last 10 s)
+  // One qkv_embed call of the embedding worker: the requests whose inputs it packed.
+  void embedded(int64_t requests, int64_t inputs, int64_t tokens);
   // The Prometheus text; the gauges are given by the caller.
-  std::string render(size_t queue_depth, int busy_slots, int slots);
+  std::string render(size_t queue_depth, int busy_slots, int slots, size_t embed_queue_depth = 0);
 
  private:
   std::mutex mu_;
   std::map<std::pair<std::string, int>, uint64_t> requests_;
   uint64_t prompt_ = 0, cached_ = 0, generated_ = 0;
+  uint64_t embed_calls_ = 0, embed_requests_ = 0, embed_inputs_ = 0, embed_tokens_ = 0;
   Histogram ttft_, itl_;
   std::deque<std::pair<std::chrono::steady_clock::time_point, int64_t>> recent_;
 };

@@ -35,6 +35,8 @@
 // middle), context (the token context of an earlier /api/generate: the
 // server returns none, so a context comes from another server and cannot be
 // honoured), logprobs.
+// POST /api/embed and /api/embeddings: adapters/ollama_embed.cc. A server that
+// only embeds answers /api/chat and /api/generate with a 400.
 #include <chrono>
 #include <cmath>
 #include <limits>
@@ -441,6 +443,7 @@ void install_ollama_routes(httplib::Server& svr, ServerState& st) {
   svr.Post("/api/chat", generation(st, card, "/api/chat", true, chat_route));
   svr.Post("/api/generate", generation(st, card, "/api/generate", false, generate_route));
   ollama::install_model_routes(svr, st, card);
+  ollama::install_embed_routes(svr, st);
 }
 
 }  // namespace qkv::serve

@@ -37,6 +37,9 @@ std::string rfc3339(std::chrono::system_clock::time_point t);
 // that Ollama clients add. Missing: 400; another name: 404.
 std::string checked_model(const ServerState& st, const nlohmann::json& body);
 
+// POST /api/embed and /api/embeddings (tools/serve/adapters/ollama_embed.cc).
+void install_embed_routes(httplib::Server& svr, ServerState& st);
+
 // GET /api/tags, /api/ps, /api/version and POST /api/show.
 void install_model_routes(httplib::Server& svr, ServerState& st, std::shared_ptr<const ModelCard> card);
 

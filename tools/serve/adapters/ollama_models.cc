@@ -10,13 +10,14 @@
 //                      template (the chat template's Jinja text, not a Go
 //                      template), parameters, capabilities ("completion",
 //                      "tools" when the template renders tools, "thinking"
-//                      when it has a thinking block).
+//                      when it has a thinking block; "embedding" alone when
+//                      the server only embeds).
 //   GET  /api/ps       the model as loaded: size (weights and KV cache),
 //                      expires_at (far away: it stays loaded while the server
 //                      runs, whatever keep_alive says), context_length.
 //   GET  /api/version  {version}: qkv's version.
-// Pulling, creating, copying, deleting and pushing models and embeddings are
-// not served (404): the model is the one the server was started with.
+// Pulling, creating, copying, deleting and pushing models are not served
+// (404): the model is the one the server was started with.
 #include <sys/stat.h>
 
 #include <cstdio>
@@ -160,23 +161,6 @@ void send(httplib::Response& res, const ordered_json& j) {
                   "application/json; charset=utf-8");
 }
 
-// Runs a handler, answering an ApiError as Ollama does ({"error": "..."}).
-template <typename F>
-httplib::Server::Handler guarded(ServerState& st, const char* endpoint, F f) {
-  return [&st, endpoint, f](const httplib::Request& req, httplib::Response& res) {
-    try {
-      f(req, res);
-      st.metrics.request_done(endpoint, 200);
-    } catch (const ApiError& e) {
-      send_error_for(req, res, e);
-      st.metrics.request_done(endpoint, e.status);
-    } catch (const json::exception& e) {
-      send_error_for(req, res, ApiError(400, std::string("unexpected JSON: ") + e.what()));
-      st.metrics.request_done(endpoint, 400);
-    }
-  };
-}
-
 // Bytes per KV cache element of the server's --kv-type.
 double kv_element_bytes(qkv_type t) {
   switch (t) {
@@ -271,9 +255,14 @@ void install_model_routes(httplib::Server& svr, ServerState& st, std::shared_ptr
                if (!v->is_boolean()) throw bad_field("verbose", "'verbose' must be true or false", "invalid_type");
                verbose = v->get<bool>();
              }
-             ordered_json caps = {"completion"};
-             if (card->tools) caps.push_back("tools");
-             if (card->thinking) caps.push_back("thinking");
+             ordered_json caps = ordered_json::array();
+             if (st.embedding_only) {
+               caps.push_back("embedding");
+             } else {
+               caps.push_back("completion");
+               if (card->tools) caps.push_back("tools");
+               if (card->thinking) caps.push_back("thinking");
+             }
              send(res, {{"license", ""},
                         {"modelfile", "# served by qkv serve\nFROM " + st.options.model_path + "\n"},
                         {"parameters", "num_ctx " + std::to_string(st.slot_context)},
@@ -285,7 +274,7 @@ void install_model_routes(httplib::Server& svr, ServerState& st, std::shared_ptr
                         {"modified_at", card->file_time}});
            }));
   svr.Get("/api/ps", guarded(st, "/api/ps", [&st, card](const httplib::Request&, httplib::Response& res) {
-            const double kv = 2.0 * static_cast<double>(st.info.n_layers * st.info.n_kv_heads * st.info.head_dim) *
+            const double kv = st.embedding_only ? 0.0 : 2.0 * static_cast<double>(st.info.n_layers * st.info.n_kv_heads * st.info.head_dim) *
                               static_cast<double>(st.slot_context) * st.options.slots *
                               kv_element_bytes(st.options.kv_type);
             const auto forever = std::chrono::system_clock::now() + std::chrono::hours(24 * 365 * 100);
