@@ -148,11 +148,12 @@ TEST_CASE("detect_family on the shared chat templates") {
   };
   if (!qkv::test::have_shared("templates")) return;
   int seen = 0;
-  for (const auto& [file, family] : expected) {
-    const std::string path = qkv::test::shared_path("templates/" + file);
+  for (const auto& entry : expected) {  // no structured binding: doctest's CHECK_MESSAGE captures it (clang-14)
+    const std::string path = qkv::test::shared_path(std::string("templates/") + entry.first);
     if (!qkv::test::file_exists(path)) continue;
     ++seen;
-    CHECK_MESSAGE(detect_family(read_file(path)) == family, file << " detected as " << family_name(detect_family(read_file(path))));
+    const Family found = detect_family(read_file(path));
+    CHECK_MESSAGE(found == entry.second, entry.first << " detected as " << family_name(found));
   }
   MESSAGE(seen << " templates checked");
   CHECK(detect_family("{{ messages }}") == Family::kGeneric);
