@@ -1,4 +1,5 @@
-/* qkv: run llama-style transformer decoders on CPUs.
+/* qkv: run llama-style transformer decoders (and BERT-family encoders for
+ * embeddings and reranking) on CPUs.
  *
  * The C interface of libqkv (C99; no C++ types cross it, and no exception does).
  *
