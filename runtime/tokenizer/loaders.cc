@@ -114,6 +114,14 @@ Tokenizer Tokenizer::from_gguf(const GGUFFile& g) {
               " is outside the vocabulary of ", tokens.count);
     return static_cast<int32_t>(x);
   };
+  // An id only WordPiece uses: llama.cpp's converters write an absent one as
+  // -1 (u32 4294967295), so any value naming no token means none.
+  auto optional_id_key = [&](const char* key) -> int32_t {
+    const GGUFValue* v = g.find(key);
+    if (!v || !v->is_integer() || (v->type == GGUFType::UINT64 && v->bits > uint64_t(kMaxVocab))) return -1;
+    const int64_t x = v->as_int();
+    return x >= 0 && x < int64_t(tokens.count) ? static_cast<int32_t>(x) : -1;
+  };
   auto bool_key = [&](const char* key, bool* out) {
     if (const GGUFValue* v = g.find(key)) {
       QKV_CHECK(v->type == GGUFType::BOOL, "GGUF file '", path, "': ", key, " is not a bool");
@@ -162,13 +170,7 @@ Tokenizer Tokenizer::from_gguf(const GGUFFile& g) {
   if (!wordpiece) {  // WordPiece always adds [CLS] (see from_wordpiece)
     bool_key("tokenizer.ggml.add_bos_token", &t.add_bos_);
     bool_key("tokenizer.ggml.add_eos_token", &t.add_eos_);
-    // Only WordPiece uses a separator; llama.cpp's converters write an absent
-    // one as -1 (u32 4294967295), which names no token here either.
-    const GGUFValue* sep = g.find("tokenizer.ggml.seperator_token_id");
-    if (sep && sep->is_integer() && !(sep->type == GGUFType::UINT64 && sep->bits > uint64_t(kMaxVocab)) &&
-        sep->as_int() >= 0 && sep->as_int() < int64_t(tokens.count)) {
-      t.sep_id_ = static_cast<int32_t>(sep->as_int());
-    }
+    t.sep_id_ = optional_id_key("tokenizer.ggml.seperator_token_id");
   }
   QKV_CHECK(!t.add_bos_ || t.bos_id_ >= 0, "GGUF file '", path, "': add_bos_token is true but there is no BOS token");
   QKV_CHECK(!t.add_eos_ || t.eos_id_ >= 0, "GGUF file '", path, "': add_eos_token is true but there is no EOS token");
