@@ -14,10 +14,10 @@ endforeach()
 set_target_properties(qkv_shared PROPERTIES VERSION ${PROJECT_VERSION} SOVERSION ${PROJECT_VERSION_MAJOR}
                                             EXPORT_NAME qkv_shared)
 set_target_properties(qkv_static PROPERTIES EXPORT_NAME qkv_static)
-target_link_libraries(qkv_shared PRIVATE hwy::hwy DNNL::dnnl OpenMP::OpenMP_CXX Threads::Threads
+target_link_libraries(qkv_shared PRIVATE hwy::hwy ${QKV_ONEDNN_TARGET} OpenMP::OpenMP_CXX Threads::Threads
   PkgConfig::PCRE2 PkgConfig::UTF8PROC)
 # A static archive carries its dependencies' link lines to the consumer.
-target_link_libraries(qkv_static INTERFACE hwy::hwy DNNL::dnnl OpenMP::OpenMP_CXX Threads::Threads pcre2-8 utf8proc)
+target_link_libraries(qkv_static INTERFACE hwy::hwy ${QKV_ONEDNN_TARGET} OpenMP::OpenMP_CXX Threads::Threads pcre2-8 utf8proc)
 
 # -fvisibility=hidden keeps qkv's own symbols private, but template code
 # instantiated from the standard library's and Highway's headers still comes out

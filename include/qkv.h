@@ -345,12 +345,27 @@ typedef struct {
   int64_t n_stop;
   int parse_special; /* nonzero: control tokens written in the prompt become their ids (default 0) */
   const qkv_grammar* grammar; /* NULL: unconstrained; else the generated text follows it */
+  /* Speculative decoding: a drafter guesses tokens that the model verifies in
+   * one pass, with the same output distribution (greedy: the same tokens).
+   * Either a draft model of the same vocabulary (checked: size and every
+   * token's text) or, with spec_ngram nonzero, prompt lookup (the last
+   * spec_ngram_size .. 1 tokens matched earlier in the prompt and output).
+   * Not with a grammar (QKV_ERR_INVALID_ARGUMENT). */
+  const qkv_model* draft_model; /* NULL: no draft model (default) */
+  int spec_ngram;               /* nonzero: prompt-lookup drafting (default 0) */
+  int64_t spec_ngram_size;      /* 1 .. 64 (default 3) */
+  int64_t draft_max;            /* tokens drafted per pass, 1 .. 256 (default 16, as llama.cpp) */
+  int64_t draft_min;            /* fewer drafted tokens run a plain step, 0 .. draft_max (default 0) */
+  float draft_p_min;            /* the draft model stops before a token below this probability (default 0.75) */
 } qkv_generate_options;
 
 typedef struct {
   int64_t prompt_tokens, generated_tokens, forward_passes;
   double prompt_ms, generate_ms;
   char stop_reason[16]; /* "eos" (any end-of-generation token), "bos", "steps", "n_predict", "context", "stop", "stopped" (callback) */
+  /* Speculative decoding: tokens drafted and verified, of those accepted, and
+   * the verify passes (forward_passes counts positions either way). */
+  int64_t drafted_tokens, accepted_tokens, verify_passes;
 } qkv_generate_stats;
 
 /* Called with each piece of text (not NUL-terminated) as it is produced;

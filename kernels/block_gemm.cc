@@ -1,5 +1,7 @@
-// Batches (matmul, M >= 2) of the ggml block types on CPUs with AVX-512 VNNI:
-// ggml's integer arithmetic, each input quantized once per call. From
+// Batches (matmul, M >= 2) of the ggml block types on CPUs with AVX-512 VNNI
+// or AVX2: ggml's integer arithmetic, each input quantized once per call. On
+// AVX2 (and AVX-512 without VNNI) the tile kernel only
+// (kernels/quant/gemm_hwy-inl.h; quant_gemm_packed is false there). From
 // kQuantGemmPackedMinInputs inputs the packed-weight kernel
 // (kernels/quant/gemm_vnni_packed-inl.h; each output within f32 rounding of
 // the decode matvec's), below it the tile kernel (gemm_vnni-inl.h; each output
@@ -119,7 +121,15 @@ struct BatchActivations {
 }  // namespace
 
 bool block_gemm_type(DType t, int64_t M) {
-  if (!g_block_gemm_allowed || !dtype_is_quantized(t) || !quant_gemm_available(t)) return false;
+  if (!g_block_gemm_allowed || !dtype_is_quantized(t) || !quant_gemm_rows_available(t)) return false;
+  // Without the packed kernel (AVX2, AVX-512 without VNNI: the 256-bit tile
+  // kernel only), the 32-value types take prefill-sized batches only. qkv
+  // bench --synthetic 1.1B -t 2 under QKV_ISA=avx2 (2-core Zen 4 guest, load
+  // average 5-9 from other work), against oneDNN f32 and one matvec per
+  // input: Q4_0 prefill 256 at 19.0 against 10.8 tok/s but 16 sequences at
+  // 8.1 against 11.6; Q4_K_M prefill 15.6 against 14.7, 16 sequences 12.9
+  // against 11.7.
+  if (!quant_gemm_available(t) && dtype_block_values(t) == 32 && M <= kMatmulSmallMaxM) return false;
   // Batches too small for the packed kernel go input by input through the
   // decode matvec (kernels/linear.cc); Q8_0's own matvec is not ggml's.
   if (t != DType::Q8_0 && static_cast<size_t>(M) < kQuantGemmPackedMinInputs) return false;

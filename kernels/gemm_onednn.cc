@@ -31,6 +31,7 @@
 #include "kernels/error.h"
 #include "kernels/linear_internal.h"
 #include "kernels/machine/cpu_features.h"
+#include "kernels/quant/vec_dot.h"
 
 namespace qkv {
 namespace detail {
@@ -196,14 +197,15 @@ bool bf16_gemm_available() {
 }
 
 // Whether the bf16 GEMM outruns the f32 one here. It does with AMX-BF16 tiles
-// and on AMD's AVX512_BF16 (Zen 4/5 retire vdpbf16ps at twice the f32 FMA
+// and on AMD's AVX512_BF16 (not where an ISA cap hides it and oneDNN would
+// emulate bf16; Zen 4/5 retire vdpbf16ps at twice the f32 FMA
 // rate). Intel cores without AMX (or with AMX hidden from a VM guest) retire
 // vdpbf16ps at the f32 FMA's rate, so rounding to bf16 only costs: on such a
 // 2-core Xeon, bench_linear onednn_{f32,bf16}/f16/5632x2048/512 ran at 246
 // and 155 GFLOP/s, and qkv bench's 143M F16 prefill of 512 tokens at 707-966
 // against 576-607 tokens/s.
 bool bf16_gemm_faster() {
-  static const bool faster = bf16_gemm_available() && (!cpu_features().intel || cpu_features().amx_bf16);
+  static const bool faster = bf16_gemm_available() && (cpu_features().amx_bf16 || (cpu_features().avx512_bf16 && !cpu_features().intel));
   return faster;
 }
 
@@ -319,7 +321,7 @@ int64_t prepare_matmul_onednn(const Matrix& W, int64_t max_rows, GemmPrecision p
 }  // namespace detail
 
 const char* prefill_gemm_kernel_name(DType t) {
-  if (detail::block_gemm_type(t, kMatmulSmallMaxM + 1)) return "AVX-512 VNNI integer block GEMM";
+  if (detail::block_gemm_type(t, kMatmulSmallMaxM + 1)) return quant_gemm_name();
   return detail::default_gemm_precision(t) == detail::GemmPrecision::kBF16 ? "oneDNN bf16" : "oneDNN f32";
 }
 

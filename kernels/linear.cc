@@ -626,7 +626,7 @@ namespace {
 
 // Whether matmul gives W's batches of M > kMatmulSmallMaxM rows to oneDNN.
 bool takes_onednn(const Matrix& W, int64_t M) {
-  return W.cols > 0 && !W.row_groups && !detail::block_gemm_type(W.type, M);
+  return QKV_HAVE_ONEDNN && W.cols > 0 && !W.row_groups && !detail::block_gemm_type(W.type, M);
 }
 
 // The precision of W's oneDNN GEMM. Quantized weights decode to f32, not
@@ -738,7 +738,9 @@ void matmul_multi(const Matrix* Ws, float* const* Ys, int count, const float* X,
     }
     return;
   }
-  if (M > kMatmulSmallMaxM && !omp_in_parallel() && current_team() == nullptr) {
+  // Each matrix to oneDNN (built without it, matmul would come back here:
+  // the small-batch kernel on slices below takes the batch instead).
+  if (QKV_HAVE_ONEDNN && M > kMatmulSmallMaxM && !omp_in_parallel() && current_team() == nullptr) {
     for (int i = 0; i < count; ++i) matmul(Ws[i], X, M, Ys[i]);
     return;
   }

@@ -1,5 +1,7 @@
 #include "kernels/simd_target.h"
 
+#include "kernels/machine/isa_cap.h"
+
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels/simd_target.cc"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
@@ -21,9 +23,10 @@ const char* simd_target_name() { return HWY_DYNAMIC_DISPATCH(TargetName)(); }
 
 std::string simd_compiled_targets() {
   std::string out;
-  for (const uint32_t t : hwy::SupportedAndGeneratedTargets()) {
+  // Best first: Highway's better targets have the lower bits.
+  for (int64_t targets = supported_simd_targets() & HWY_TARGETS; targets != 0; targets &= targets - 1) {
     if (!out.empty()) out += ' ';
-    out += hwy::TargetName(t);
+    out += hwy::TargetName(targets & -targets);
   }
   return out;
 }

@@ -6,6 +6,9 @@
 #ifndef QKV_KERNELS_TRANSPOSE16X16_H_
 #define QKV_KERNELS_TRANSPOSE16X16_H_
 
+// x86 only: its callers are the HWY_AVX3_DL blocks, which other architectures
+// never compile, and <immintrin.h> exists only there.
+#if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 
 #include <cstdint>
@@ -56,4 +59,5 @@ QKV_AVX512F_INLINE void Transpose16x16(__m512i (&v)[16]) {
 }  // namespace avx512
 }  // namespace qkv
 
+#endif  // defined(__x86_64__) || defined(__i386__)
 #endif  // QKV_KERNELS_TRANSPOSE16X16_H_

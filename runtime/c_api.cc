@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "kernels/error.h"
+#include "kernels/machine/isa_cap.h"
 #include "kernels/simd_target.h"
 #include "runtime/chat_template.h"
 #include "runtime/decoder.h"
@@ -29,6 +30,7 @@
 #include "runtime/gguf.h"
 #include "runtime/model_loader.h"
 #include "runtime/sampler.h"
+#include "runtime/speculative_drafters.h"
 #include "runtime/tokenizer.h"
 #include "runtime/c_api_internal.h"
 #include "runtime/version.h"
@@ -103,6 +105,7 @@ qkv_status qkv_model_load(const char* path, const qkv_model_options* options, qk
   }
   return guarded(
       [&] {
+        QKV_CHECK(qkv::isa_cap_env_error().empty(), qkv::isa_cap_env_error());
         auto m = std::make_unique<qkv_model>();
         m->model = qkv::load_model(path);
         qkv::lay_out_weights(m->model);
@@ -604,6 +607,11 @@ void qkv_generate_options_init(qkv_generate_options* options) {
   options->n_predict = -1;
   options->add_bos = 1;
   qkv_sampler_options_init(&options->sampler);
+  const qkv::SpeculativeOptions spec;
+  options->spec_ngram_size = 3;
+  options->draft_max = spec.draft_max;
+  options->draft_min = spec.draft_min;
+  options->draft_p_min = 0.75f;
 }
 
 qkv_status qkv_generate(qkv_session* session, const char* prompt, const qkv_generate_options* options,
@@ -636,6 +644,23 @@ qkv_status qkv_generate(qkv_session* session, const char* prompt, const qkv_gene
       g.stop.emplace_back(o.stop[i]);
     }
     const qkv::Tokenizer& tok = tokenizer_of(session->context->model);
+    std::unique_ptr<qkv::Drafter> drafter;  // speculative decoding, for this call
+    if (o.draft_model || o.spec_ngram) {
+      QKV_CHECK(!(o.draft_model && o.spec_ngram), "qkv_generate: a draft model or n-gram drafting, not both");
+      g.speculative.draft_max = o.draft_max;
+      g.speculative.draft_min = o.draft_min;
+      qkv::check_speculative_options(g.speculative);
+      if (o.draft_model) {
+        QKV_CHECK(o.draft_model->model.config.causal, "qkv_generate: the draft model is an encoder; it does not generate");
+        qkv::check_same_vocabulary(session->context->model->model, tok, o.draft_model->model,
+                                   tokenizer_of(o.draft_model));
+        drafter = std::make_unique<qkv::DraftModelDrafter>(o.draft_model->model, o.draft_p_min,
+                                                           session->context->decoder->context());
+      } else {
+        drafter = std::make_unique<qkv::NgramDrafter>(o.spec_ngram_size);
+      }
+      g.speculative.drafter = drafter.get();
+    }
     // The last sampled token is not fed back, so no logits describe the
     // session's state afterwards.
     session->last_logits.clear();
@@ -652,6 +677,9 @@ qkv_status qkv_generate(qkv_session* session, const char* prompt, const qkv_gene
       out.forward_passes = s.forward_passes;
       out.prompt_ms = s.prompt_ms;
       out.generate_ms = s.generate_ms;
+      out.drafted_tokens = s.drafted_tokens;
+      out.accepted_tokens = s.accepted_tokens;
+      out.verify_passes = s.verify_passes;
       std::strncpy(out.stop_reason, s.stop_reason.c_str(), sizeof(out.stop_reason) - 1);
       *stats = out;
     }

@@ -64,6 +64,13 @@ GenerateStats generate(Decoder& decoder, const Tokenizer& tokenizer, const std::
 
   // Prompt: one batched prefill; its pieces (after the first token) are echoed.
   const int64_t n_prefill = std::min(n, max_forward);
+  const int64_t start = decoder.position(options.seq);
+  std::optional<Speculator> spec;
+  if (options.speculative.drafter) {
+    QKV_CHECK(!options.grammar, "speculative decoding does not combine with a grammar (drafted tokens would skip its "
+              "mask): drop the draft model / n-gram drafting or the grammar");
+    spec.emplace(decoder, options.seq, options.speculative, options.sampler);
+  }
   auto t0 = std::chrono::steady_clock::now();
   Sampler sampler(options.sampler);
   const float* logits = decoder.prefill(options.seq, tokens.data(), n_prefill);
@@ -92,10 +99,15 @@ GenerateStats generate(Decoder& decoder, const Tokenizer& tokenizer, const std::
   std::vector<uint64_t> mask;
   if (options.grammar) matcher.emplace(options.grammar);
   for (;;) {
-    std::copy(logits, logits + scratch.size(), scratch.begin());
-    if (matcher) matcher->constrain(scratch.data(), static_cast<int64_t>(scratch.size()), mask);
-    const int32_t next = sampler.sample(scratch.data(), static_cast<int64_t>(scratch.size()), history.data(),
-                                        static_cast<int64_t>(history.size()));
+    int32_t next = 0;
+    if (spec && spec->has_pending()) {
+      next = spec->take_pending();  // decided by a verify pass
+    } else {
+      std::copy(logits, logits + scratch.size(), scratch.begin());
+      if (matcher) matcher->constrain(scratch.data(), static_cast<int64_t>(scratch.size()), mask);
+      next = sampler.sample(scratch.data(), static_cast<int64_t>(scratch.size()), history.data(),
+                            static_cast<int64_t>(history.size()));
+    }
     ++stats.generated_tokens;
     QKV_CHECK(!matcher || matcher->accept_token(next), "generate: the logit bias bans every token the grammar allows here");
     if (tokenizer.is_eog(next)) {  // EOS, EOT, <|im_end|>, <end_of_turn>, ...
@@ -124,8 +136,22 @@ GenerateStats generate(Decoder& decoder, const Tokenizer& tokenizer, const std::
       stats.stop_reason = options.steps > 0 && stats.forward_passes >= options.steps ? "steps" : "context";
       break;
     }
-    logits = decoder.step(options.seq, token);
+    if (!spec) {
+      logits = decoder.step(options.seq, token);
+    } else if (!spec->has_pending()) {
+      // Drafts fit in the positions and new tokens left after this one.
+      int64_t room_left = max_forward - stats.forward_passes - 1;
+      if (options.n_predict > 0) room_left = std::min(room_left, options.n_predict - stats.generated_tokens - 1);
+      logits = spec->advance(history, room_left);
+    }  // else: token is a verified draft, in the cache already
     ++stats.forward_passes;
+  }
+  if (spec) {
+    // The cache holds what plain decoding's would: drafts decided past the stop are dropped.
+    decoder.cache().truncate(options.seq, std::min(decoder.position(options.seq), start + stats.forward_passes));
+    stats.drafted_tokens = spec->stats().drafted;
+    stats.accepted_tokens = spec->stats().accepted;
+    stats.verify_passes = spec->stats().verify_passes;
   }
   const std::string rest = stops.flush();
   if (!rest.empty() && stats.stop_reason != "stopped") emit(rest);

@@ -11,6 +11,7 @@
 #include "runtime/decoder.h"
 #include "runtime/grammar/matcher.h"
 #include "runtime/sampler.h"
+#include "runtime/speculative.h"
 #include "runtime/tokenizer.h"
 
 namespace qkv {
@@ -31,6 +32,11 @@ struct GenerateOptions {
   // When set, every sampled token continues this grammar (and the end comes
   // only where it can end).
   std::shared_ptr<const grammar::CompiledGrammar> grammar;
+  // A drafter set: speculative decoding (runtime/speculative.h), the same
+  // output distribution (greedy: the same tokens) in fewer target passes. It
+  // does not combine with a grammar (a drafted token would skip the grammar's
+  // mask): refused.
+  SpeculativeOptions speculative;
 };
 
 struct GenerateStats {
@@ -39,6 +45,10 @@ struct GenerateStats {
   int64_t forward_passes = 0;
   double prompt_ms = 0;          // prefill
   double generate_ms = 0;        // sampling and decode steps
+  // Speculative decoding: tokens drafted and verified, of those accepted, and
+  // the target's verify passes (forward_passes still counts positions, as
+  // plain decoding does).
+  int64_t drafted_tokens = 0, accepted_tokens = 0, verify_passes = 0;
   std::string stop_reason;       // "eos" (any end-of-generation token), "bos", "steps", "n_predict", "context", "stop" (a stop string), "stopped"
 };
 

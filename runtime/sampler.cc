@@ -166,6 +166,59 @@ int32_t Sampler::sample(float* logits, int64_t n, const int32_t* recent, int64_t
   return candidates_[keep - 1].second;
 }
 
+void Sampler::probabilities(float* logits, int64_t n, const int32_t* recent, int64_t n_recent,
+                            std::vector<double>* p) {
+  QKV_CHECK(n >= 1 && logits != nullptr, "sampling needs at least one logit");
+  apply_penalties(logits, n, recent, n_recent);
+  p->assign(static_cast<size_t>(n), 0.0);
+  if (options_.temperature <= 0.0f) {
+    (*p)[static_cast<size_t>(argmax(logits, n))] = 1.0;
+    return;
+  }
+  const double inv_t = 1.0 / options_.temperature;
+  const bool needs_order = (options_.top_k > 0 && options_.top_k < n) || options_.top_p < 1.0f;
+  if (!needs_order) {  // sample_unordered's weights
+    const float top = logits[argmax(logits, n)];
+    const double cut = options_.min_p > 0.0f ? top + options_.temperature * std::log(options_.min_p) : -INFINITY;
+    double total = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      if (logits[i] >= cut) total += (*p)[i] = std::exp((logits[i] - top) * inv_t);
+    }
+    for (double& x : *p) x /= total;
+    return;
+  }
+  // sample()'s sorted path: top-k, softmax, min-p, top-p, in that order.
+  std::vector<std::pair<float, int32_t>> c(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) c[i] = {logits[i], static_cast<int32_t>(i)};
+  auto by_logit = [](const std::pair<float, int32_t>& a, const std::pair<float, int32_t>& b) {
+    return a.first > b.first || (a.first == b.first && a.second < b.second);
+  };
+  size_t keep = c.size();
+  if (options_.top_k > 0 && static_cast<size_t>(options_.top_k) < keep) keep = static_cast<size_t>(options_.top_k);
+  std::partial_sort(c.begin(), c.begin() + static_cast<std::ptrdiff_t>(keep), c.end(), by_logit);
+  std::vector<double> q(keep);
+  double sum = 0;
+  for (size_t i = 0; i < keep; ++i) sum += q[i] = std::exp((c[i].first - c[0].first) * inv_t);
+  for (double& x : q) x /= sum;
+  if (options_.min_p > 0.0f) {
+    size_t k = 1;
+    while (k < keep && q[k] >= options_.min_p * q[0]) ++k;
+    keep = k;
+  }
+  if (options_.top_p < 1.0f) {
+    double mass = 0;
+    size_t k = 0;
+    while (k < keep) {
+      mass += q[k++];
+      if (mass >= options_.top_p) break;
+    }
+    keep = k;
+  }
+  double total = 0;
+  for (size_t i = 0; i < keep; ++i) total += q[i];
+  for (size_t i = 0; i < keep; ++i) (*p)[static_cast<size_t>(c[i].second)] = q[i] / total;
+}
+
 }  // namespace qkv
 
 // The C API's sampler defaults are the SamplerOptions defaults (here, beside

@@ -43,6 +43,11 @@ class Sampler {
   int32_t sample(float* logits, int64_t n, const int32_t* recent = nullptr, int64_t n_recent = 0);
   // The logit bias and penalties alone, in place (what sample applies first).
   void apply_penalties(float* logits, int64_t n, const int32_t* recent, int64_t n_recent);
+  // The distribution sample() draws from, over all n tokens (0 for the ones
+  // the filters drop; at temperature <= 0 all mass on the argmax): logits are
+  // edited as sample() edits them. No random draw (speculative sampling's
+  // acceptance test needs the target's probabilities, runtime/speculative.h).
+  void probabilities(float* logits, int64_t n, const int32_t* recent, int64_t n_recent, std::vector<double>* p);
   const SamplerOptions& options() const { return options_; }
 
  private:

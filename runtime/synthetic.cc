@@ -12,6 +12,7 @@
 #include "runtime/gguf.h"
 #include "runtime/huge_pages.h"
 #include "runtime/model_loader.h"
+#include "runtime/synthetic_encoder.h"
 
 namespace qkv {
 
@@ -50,12 +51,6 @@ void fill_row(uint64_t seed, uint64_t tensor, uint64_t row, float lo, float hi, 
   }
 }
 
-struct Planned {
-  Matrix* m;
-  bool is_norm;
-  uint64_t offset;
-};
-
 uint32_t ggml_of(DType t) { return dtype_ggml_id(t); }
 
 uint64_t matrix_bytes(const Matrix& m) { return uint64_t(m.rows) * dtype_row_bytes(m.type, size_t(m.cols)); }
@@ -79,6 +74,8 @@ constexpr struct {
                   {DType::Q2_K, 10},   {DType::Q3_K, 11},   {DType::Q4_K, 14},  {DType::Q5_K, 16},
                   {DType::Q6_K, 18},   {DType::IQ4_NL, 25}, {DType::IQ4_XS, 30}};
 
+}  // namespace
+
 uint32_t model_file_type(const Model& model) {
   if (model.file_type >= 0) return uint32_t(model.file_type);
   const DType main_type = model.layers.empty() ? model.token_embd.type : model.layers[0].wq.type;
@@ -88,7 +85,56 @@ uint32_t model_file_type(const Model& model) {
   return 0;
 }
 
-}  // namespace
+std::shared_ptr<const void> fill_synthetic_tensors(const std::vector<SyntheticTensor>& tensors, uint64_t seed) {
+  // One 64-byte-aligned allocation; each tensor starts on a 64-byte boundary.
+  std::vector<uint64_t> offsets;
+  uint64_t total = 0;
+  for (const SyntheticTensor& t : tensors) {
+    offsets.push_back(total);
+    total += (matrix_bytes(*t.m) + 63) / 64 * 64;
+  }
+  uint8_t* base = nullptr;
+  std::shared_ptr<const void> storage = allocate_weights(std::max<uint64_t>(total, 64), &base);
+
+  // Work items of up to 64 rows over every tensor, handed out dynamically in
+  // one parallel region: one barrier in all, and a thread the OS preempts
+  // does not hold up the others.
+  struct Chunk {
+    size_t tensor;
+    int64_t row_begin, row_end;
+  };
+  std::vector<Chunk> chunks;
+  for (size_t ti = 0; ti < tensors.size(); ++ti) {
+    Matrix& mat = *tensors[ti].m;
+    mat.data = base + offsets[ti];
+    for (int64_t r = 0; r < mat.rows; r += 64) chunks.push_back({ti, r, std::min<int64_t>(mat.rows, r + 64)});
+  }
+#pragma omp parallel
+  {
+    std::vector<float> row;
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t ci = 0; ci < int64_t(chunks.size()); ++ci) {
+      const Chunk& ch = chunks[size_t(ci)];
+      const Matrix& mat = *tensors[ch.tensor].m;
+      const SyntheticFill fill = tensors[ch.tensor].fill;
+      const float a = std::sqrt(3.0f / static_cast<float>(mat.cols));  // variance 1/cols
+      const size_t row_bytes = dtype_row_bytes(mat.type, size_t(mat.cols));
+      row.resize(size_t(mat.cols));
+      for (int64_t r = ch.row_begin; r < ch.row_end; ++r) {
+        uint8_t* out = base + offsets[ch.tensor] + uint64_t(r) * row_bytes;
+        // f32 rows are generated in place; other types through quantize_row.
+        float* values = mat.type == DType::F32 ? reinterpret_cast<float*>(out) : row.data();
+        switch (fill) {
+          case SyntheticFill::Norm: fill_row(seed, ch.tensor, uint64_t(r), 0.9f, 1.1f, values, mat.cols); break;
+          case SyntheticFill::Bias: fill_row(seed, ch.tensor, uint64_t(r), -0.1f, 0.1f, values, mat.cols); break;
+          case SyntheticFill::Matrix: fill_row(seed, ch.tensor, uint64_t(r), -a, a, values, mat.cols); break;
+        }
+        if (mat.type != DType::F32) quantize_row(mat.type, values, size_t(mat.cols), out);
+      }
+    }
+  }
+  return storage;
+}
 
 std::vector<std::string> synthetic_preset_names() { return {"tiny", "143M", "1.1B"}; }
 
@@ -96,7 +142,9 @@ ModelConfig synthetic_preset(const std::string& name) {
   if (name == "tiny") return make_config(64, 2, 4, 2, 172, 512, 512);
   if (name == "143M") return make_config(576, 30, 9, 3, 1536, 32000, 8192);
   if (name == "1.1B") return make_config(2048, 22, 32, 4, 5632, 32000, 2048);
-  fail("unknown synthetic model preset '", name, "' (known: tiny, 143M, 1.1B)");
+  std::string encoders;
+  for (const std::string& n : synthetic_encoder_names()) encoders += (encoders.empty() ? "" : ", ") + n;
+  fail("unknown synthetic model preset '", name, "' (known: tiny, 143M, 1.1B; encoders: ", encoders, ")");
 }
 
 bool parse_weight_format(const std::string& name, WeightFormat* out) {
@@ -149,12 +197,9 @@ Model make_synthetic_model(const ModelConfig& config, const WeightFormat& format
   // Fused tensors are made whole, as a file holds them, and split into views below.
   std::vector<Matrix> fused(m.layers.size() * tensors.size());
 
-  // One 64-byte-aligned allocation; each tensor starts on a 64-byte boundary.
-  std::vector<Planned> plan;
-  uint64_t total = 0;
+  std::vector<SyntheticTensor> plan;
   auto add = [&](Matrix* mat, bool is_norm) {
-    plan.push_back({mat, is_norm, total});
-    total += (matrix_bytes(*mat) + 63) / 64 * 64;
+    plan.push_back({mat, is_norm ? SyntheticFill::Norm : SyntheticFill::Matrix});
   };
   add(&m.token_embd, false);
   add(&m.output_norm, true);
@@ -169,46 +214,7 @@ Model make_synthetic_model(const ModelConfig& config, const WeightFormat& format
       add(mat, t.vector);
     }
   }
-  uint8_t* base = nullptr;
-  m.storage = allocate_weights(std::max<uint64_t>(total, 64), &base);
-
-  // Work items of up to 64 rows over every tensor, handed out dynamically in
-  // one parallel region: one barrier in all, and a thread the OS preempts
-  // does not hold up the others.
-  struct Chunk {
-    size_t tensor;
-    int64_t row_begin, row_end;
-  };
-  std::vector<Chunk> chunks;
-  for (size_t ti = 0; ti < plan.size(); ++ti) {
-    Matrix& mat = *plan[ti].m;
-    mat.data = base + plan[ti].offset;
-    for (int64_t r = 0; r < mat.rows; r += 64) chunks.push_back({ti, r, std::min<int64_t>(mat.rows, r + 64)});
-  }
-#pragma omp parallel
-  {
-    std::vector<float> row;
-#pragma omp for schedule(dynamic, 1)
-    for (int64_t ci = 0; ci < int64_t(chunks.size()); ++ci) {
-      const Chunk& ch = chunks[size_t(ci)];
-      const Matrix& mat = *plan[ch.tensor].m;
-      const bool is_norm = plan[ch.tensor].is_norm;
-      const float a = is_norm ? 0.0f : std::sqrt(3.0f / static_cast<float>(mat.cols));  // variance 1/cols
-      const size_t row_bytes = dtype_row_bytes(mat.type, size_t(mat.cols));
-      row.resize(size_t(mat.cols));
-      for (int64_t r = ch.row_begin; r < ch.row_end; ++r) {
-        uint8_t* out = base + plan[ch.tensor].offset + uint64_t(r) * row_bytes;
-        // f32 rows are generated in place; other types through quantize_row.
-        float* values = mat.type == DType::F32 ? reinterpret_cast<float*>(out) : row.data();
-        if (is_norm) {
-          fill_row(seed, ch.tensor, uint64_t(r), 0.9f, 1.1f, values, mat.cols);
-        } else {
-          fill_row(seed, ch.tensor, uint64_t(r), -a, a, values, mat.cols);
-        }
-        if (mat.type != DType::F32) quantize_row(mat.type, values, size_t(mat.cols), out);
-      }
-    }
-  }
+  m.storage = fill_synthetic_tensors(plan, seed);
   if (tied_output) m.output = m.token_embd;
   for (size_t li = 0; li < m.layers.size(); ++li) {
     for (size_t ti = 0; ti < tensors.size(); ++ti) {
@@ -221,7 +227,12 @@ Model make_synthetic_model(const ModelConfig& config, const WeightFormat& format
 
 ModelConfig with_arch(ModelConfig c, const std::string& arch) {
   const ArchSpec& spec = arch_spec(arch);
-  QKV_CHECK(spec.causal, "'", arch, "' is an encoder family; the synthetic builder makes decoders only");
+  if (!spec.causal) {
+    std::string presets;
+    for (const std::string& n : synthetic_encoder_names()) presets += (presets.empty() ? "" : ", ") + n;
+    fail("'", arch, "' is an encoder family: its synthetic models are the encoder presets (", presets,
+         "), not the decoder shapes");
+  }
   apply_arch(spec, &c);
   // gemma3 files must state their window; 1024 is Gemma 3's (4B and up).
   if (c.swa_period > 0 && c.sliding_window == 0) c.sliding_window = 1024;
@@ -273,6 +284,10 @@ void write_gguf_model(const Model& model, const std::string& path, const Tokeniz
   const ModelConfig& c = model.config;
   validate_model_config(c, path);
   const ArchSpec& spec = arch_spec(c.architecture);
+  if (!spec.causal) {
+    if (tokenizer != nullptr) return write_gguf_encoder(model, path, *tokenizer);
+    return write_gguf_encoder(model, path, synthetic_wordpiece(c.vocab_size));
+  }
   const std::string a = std::string(spec.name) + ".";
   GGUFWriter w;
   auto u32 = [](int64_t v) { return GGUFValue::u32(static_cast<uint32_t>(v)); };

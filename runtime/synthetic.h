@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -47,6 +48,19 @@ std::string weight_format_name(const WeightFormat& f);
 Model make_synthetic_model(const ModelConfig& config, const WeightFormat& format, uint64_t seed = 1234,
                            bool tied_output = true);
 
+// How fill_synthetic_tensors fills a tensor: Matrix uniform with variance
+// 1/cols, Norm in [0.9, 1.1], Bias in [-0.1, 0.1].
+enum class SyntheticFill { Matrix, Norm, Bias };
+struct SyntheticTensor {
+  Matrix* m;  // type, rows and cols set; data is set to its place in the block
+  SyntheticFill fill;
+};
+// One huge-page block holding every tensor (each on a 64-byte boundary),
+// filled row by row in parallel from per-row random streams keyed by (seed,
+// the tensor's index in the list, row): the same list and seed give the same
+// bits on any thread count. Returns the block's owner.
+std::shared_ptr<const void> fill_synthetic_tensors(const std::vector<SyntheticTensor>& tensors, uint64_t seed);
+
 // The configuration c as a model of family `arch` (runtime/arch.h: its rope
 // style, activation, biases, norms, soft-caps, window pattern; gemma3 gets a
 // 1024-token window and base 1e6 with 10000 on its sliding layers).
@@ -60,9 +74,14 @@ bool arch_output_tied(const std::string& arch, bool requested);
 // keeps the source's memory alive. Fused parts become separate matrices.
 Model convert_model(const Model& model, DType type);
 
+// llama.cpp's general.file_type (llama_ftype) of the model: its preset's, or
+// that of the type of its first layer's attn_q when all matrices share it.
+uint32_t model_file_type(const Model& model);
+
 // Writes `model` as GGUF v3 (its family's general.architecture and keys,
 // llama.cpp tensor names, fused tensors where the family fuses, norms F32, a
-// tied output omitted). With a tokenizer,
+// tied output omitted; an encoder as write_gguf_encoder writes it, with
+// synthetic_wordpiece's vocabulary when no tokenizer is given). With a tokenizer,
 // its vocabulary goes into tokenizer.ggml.* (its size must equal the model's);
 // without one, a byte-level vocabulary (Tokenizer::byte_level) is written when
 // the model's vocabulary has at least 260 entries, so the file is runnable.

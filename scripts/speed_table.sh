@@ -4,6 +4,8 @@
 # on it and, with --llama-cpp, llama.cpp's llama-bench and llama-batched-bench on
 # the same file right after it, so every row compares figures of one host and one
 # run. Prints the table in Markdown on stdout; progress and logs go to stderr.
+# With --embed it measures encoders instead (scripts/speed_table_embed.sh): the
+# embedding presets through `qkv bench --embed` and llama.cpp's llama-embedding.
 # It builds nothing: qkv is build/tools/qkv (or $QKV_BIN), llama.cpp the binaries
 # in the --llama-cpp directory, run with their shared libraries beside them.
 set -euo pipefail
@@ -11,14 +13,23 @@ set -euo pipefail
 usage() {
   cat <<'EOF'
 usage: scripts/speed_table.sh [--llama-cpp DIR] [--out DIR] [--threads N] [--quick] [--reps N]
+                              [--embed [--embed-batch N] [--embed-texts N] [--embed-lengths L]]
+  --embed          the encoder table instead: bge-small, bge-base and nomic-embed in F16 and
+                   Q8_0, qkv bench --embed beside llama-embedding (sentences/s for 256 texts
+                   of 16, 64, 256 and 512 tokens, and one 16-token query)
+  --embed-batch N  --embed: tokens per forward pass for both runtimes (qkv bench --embed-batch,
+                   llama-embedding -b/-ub/-c; default 2048, qkv_embed's default)
+  --embed-texts N  --embed: texts per length (default 256)
+  --embed-lengths L  --embed: tokens per text, comma-separated (default 16,64,256,512)
+                   (--embed with --llama-cpp DIR needs DIR/llama-embedding)
   --llama-cpp DIR  llama.cpp binaries (llama-bench, llama-batched-bench and their shared
                    libraries): run on the same files in the same run, giving the llama.cpp
                    and ratio columns (default: qkv's rows alone)
   --out DIR        model files (reused when present), JSON and logs per case
                    (default: build/speed)
   --threads N      threads for both runtimes (default: qkv's, one per physical core)
-  --quick          only the 143M cases
-  --reps N         timed repetitions of every case (default 5 for 143M, 3 for 1.1B); each
+  --quick          only the 143M cases (--embed: only bge-small)
+  --reps N         timed repetitions of every case (default 5 for 143M, 3 for 1.1B, 3 with --embed); each
                    runtime's figure is the median [min..max] over them
   -h, --help       this text
 Environment: QKV_BIN, the qkv binary (default: build/tools/qkv).
@@ -38,11 +49,18 @@ out=build/speed
 threads=""
 reps_all=""
 quick=0
+embed=0
+embed_batch=2048
+embed_texts=256
+embed_lengths=16,64,256,512
 while (($# > 0)); do
   case $1 in
-    --llama-cpp | --out | --threads | --reps)
+    --llama-cpp | --out | --threads | --reps | --embed-batch | --embed-texts | --embed-lengths)
       (($# >= 2)) || die_usage "$1 needs a value"
       case $1 in
+        --embed-lengths) embed_lengths=$2 ;;
+        --embed-texts) embed_texts=$2 ;;
+        --embed-batch) embed_batch=$2 ;;
         --llama-cpp) llama_dir=$2 ;;
         --out) out=$2 ;;
         --threads) threads=$2 ;;
@@ -51,6 +69,7 @@ while (($# > 0)); do
       shift 2
       ;;
     --quick) quick=1; shift ;;
+    --embed) embed=1; shift ;;
     -h | --help) usage; exit 0 ;;
     -*) die_usage "unknown option '$1'" ;;
     *) die_usage "unexpected argument '$1' (the output directory is --out DIR)" ;;
@@ -63,12 +82,23 @@ fi
 if [[ -n $reps_all && ! $reps_all =~ ^[1-9][0-9]*$ ]]; then
   die_usage "--reps takes a positive integer, not '$reps_all'"
 fi
+for v in "--embed-batch:$embed_batch" "--embed-texts:$embed_texts"; do
+  [[ ${v#*:} =~ ^[1-9][0-9]*$ ]] || die_usage "${v%%:*} takes a positive integer, not '${v#*:}'"
+done
+[[ $embed_lengths =~ ^[1-9][0-9]*(,[1-9][0-9]*)*$ ]] ||
+  die_usage "--embed-lengths takes lengths such as 16,64, not '$embed_lengths'"
 [[ -x $qkv ]] || { echo "speed_table.sh: no qkv binary at $qkv (build it first; this script builds nothing)" >&2; exit 1; }
 
 cpu_info=$("$qkv" info --cpu)
 if [[ -z $threads ]]; then
   threads=$(sed -n 's/^threads: \([0-9][0-9]*\) by default.*/\1/p' <<<"$cpu_info")
   [[ -n $threads ]] || { echo "speed_table.sh: cannot read qkv's default thread count from 'qkv info --cpu'; pass --threads" >&2; exit 1; }
+fi
+
+if ((embed)); then
+  # shellcheck source=speed_table_embed.sh
+  source scripts/speed_table_embed.sh
+  exit $?
 fi
 
 use_llama=0

@@ -305,6 +305,22 @@ await check("qwen2 (a decoder): LAST-pooled /v1/embeddings beside chat", async (
   openaiError(await post(qwenPort, "/v1/rerank", { query: "q", documents: ["d"] }), 400, /not a reranking model/);
 });
 
+await check("qwen2: embeddings of many inputs while a completion runs take turns with it, results unchanged", async () => {
+  // 48 inputs of ~20 tokens pass the worker's 512-token budget: several
+  // embedding passes, each taking its turn with the decode steps.
+  const texts = Array.from({ length: 48 }, (_, i) => `${i}: ${qwenRef.texts[i % qwenRef.texts.length].text}`.slice(0, 120));
+  const body = { prompt: "Once upon a time", max_tokens: 24, temperature: 0 };
+  const aloneChat = json(await post(qwenPort, "/v1/completions", body));
+  const aloneEmbed = json(await post(qwenPort, "/v1/embeddings", { input: texts }));
+  const [chat, embed] = await Promise.all([post(qwenPort, "/v1/completions", body),
+    post(qwenPort, "/v1/embeddings", { input: texts })]);
+  assert.equal(json(chat).choices[0].text, aloneChat.choices[0].text, "the completion beside embeddings");
+  assert.equal(json(embed).data.length, texts.length);
+  json(embed).data.forEach((d, k) => near(d.embedding, aloneEmbed.data[k].embedding, 1e-6, "embeddings beside a completion"));
+  const single = json(await post(qwenPort, "/v1/embeddings", { input: texts[47] }));
+  near(aloneEmbed.data[47].embedding, single.data[0].embedding, 1e-5, "the last of many inputs vs alone");
+});
+
 console.log("max |difference| per check:", JSON.stringify(measured));
 console.log(`${passed} passed, ${failed} failed`);
 process.exit(failed ? 1 : 0);

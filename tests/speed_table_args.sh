@@ -24,6 +24,8 @@ expect 2 "--threads needs a value" --threads
 expect 2 "--threads takes a positive integer, not 'x'" --threads x
 expect 2 "--reps takes a positive integer, not '0'" --reps 0
 expect 2 "unexpected argument 'somewhere'" somewhere
+expect 2 "--embed-batch takes a positive integer, not '0'" --embed --embed-batch 0
+expect 2 "--embed-lengths takes lengths such as 16,64, not '16,'" --embed --embed-lengths 16,
 expect 0 "" --help
 out=$(QKV_BIN=/nonexistent/qkv bash "$script" --quick 2>&1)
 rc=$?

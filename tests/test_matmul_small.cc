@@ -32,6 +32,7 @@
 #include "kernels/dtype.h"
 #include "kernels/linear.h"
 #include "kernels/linear_internal.h"
+#include "kernels/quant/vec_dot.h"
 #include "tests/linear_fixture.h"
 
 using namespace qkv;
@@ -150,10 +151,10 @@ TEST_CASE("matmul_small_kernel_name names the kernel each weight type runs on") 
   for (DType t : {DType::F16, DType::BF16, DType::Q8_0}) {
     CAPTURE(dtype_name(t));
     const std::string name = matmul_small_kernel_name(t);
-    // Q8_0 batches take the integer block GEMM where the CPU has AVX-512 VNNI.
+    // Q8_0 batches take the integer block GEMM where the CPU has AVX-512 VNNI or AVX2.
     const bool block = detail::block_gemm_type(t, kMatmulSmallMaxM);
     if (block) {
-      CHECK(name == "AVX-512 VNNI integer block GEMM");
+      CHECK(name == quant_gemm_name());
     } else if (detail::matmul_small_precision(t) == detail::GemmPrecision::kF32) {
       CHECK(name == "f32 FMA");
     } else {
@@ -165,14 +166,14 @@ TEST_CASE("matmul_small_kernel_name names the kernel each weight type runs on") 
     }
     detail::set_matmul_small_amx(true);
     detail::set_matmul_small_bf16(false);
-    // Q8_0 without the bf16 path: the integer block GEMM where the CPU has AVX-512 VNNI.
+    // Q8_0 without the bf16 path: the integer block GEMM where the CPU has one.
     CHECK(std::string(matmul_small_kernel_name(t)) ==
-          (detail::block_gemm_type(t, kMatmulSmallMaxM) ? "AVX-512 VNNI integer block GEMM" : "f32 FMA"));
+          (detail::block_gemm_type(t, kMatmulSmallMaxM) ? quant_gemm_name() : "f32 FMA"));
     detail::set_matmul_small_bf16(true);
   }
-  // The K-quants: the integer block GEMM where the CPU has AVX-512 VNNI.
+  // The K-quants: the integer block GEMM where the CPU has one.
   if (detail::block_gemm_type(DType::Q4_K, kMatmulSmallMaxM)) {
-    CHECK(std::string(matmul_small_kernel_name(DType::Q4_K)) == "AVX-512 VNNI integer block GEMM");
+    CHECK(std::string(matmul_small_kernel_name(DType::Q4_K)) == quant_gemm_name());
   }
 }
 

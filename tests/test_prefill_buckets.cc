@@ -24,7 +24,9 @@ constexpr int64_t kBucketsUpTo512 = 20;
 
 }  // namespace
 
-TEST_CASE("prepare_matmul builds each row bucket's GEMM once, ahead of the batches") {
+// Built without oneDNN (QKV_ONEDNN off) there are no primitives to build.
+TEST_CASE("prepare_matmul builds each row bucket's GEMM once, ahead of the batches" *
+          doctest::skip(!QKV_HAVE_ONEDNN)) {
   // Shapes no other case here uses, so the primitive cache starts without them.
   const auto f16 = make_matrix(DType::F16, 40, 72, 3);
   CHECK(prepare_matmul(f16.m, 512) == kBucketsUpTo512);

@@ -18,11 +18,16 @@ qkv_require(OpenMP_CXX_FOUND "OpenMP (OpenMP::OpenMP_CXX)" "g++ (libgomp)")
 
 # Debian's oneDNN config requires OpenCL (its GPU runtime) and stops configuring
 # with CMake's own message when it is missing; check first to name the package.
-find_package(OpenCL QUIET)
-qkv_require(OpenCL_FOUND "the OpenCL headers and loader that oneDNN's CMake config requires"
-            ocl-icd-opencl-dev)
-find_package(dnnl CONFIG QUIET)
-qkv_require(dnnl_FOUND "oneDNN (DNNL::dnnl)" libdnnl-dev)
+# QKV_ONEDNN_TARGET: what qkv links for oneDNN (nothing with QKV_ONEDNN off).
+set(QKV_ONEDNN_TARGET "")
+if(QKV_ONEDNN)
+  find_package(OpenCL QUIET)
+  qkv_require(OpenCL_FOUND "the OpenCL headers and loader that oneDNN's CMake config requires"
+              ocl-icd-opencl-dev)
+  find_package(dnnl CONFIG QUIET)
+  qkv_require(dnnl_FOUND "oneDNN (DNNL::dnnl)" libdnnl-dev)
+  set(QKV_ONEDNN_TARGET DNNL::dnnl)
+endif()
 
 # Tokenizers: PCRE2 runs the BPE pre-tokenizer patterns, utf8proc normalizes text.
 find_package(PkgConfig QUIET)

@@ -18,6 +18,7 @@
 #include "qkv.h"
 #include "tools/args.h"
 #include "tools/commands.h"
+#include "tools/models/model_ref.h"
 
 namespace qkv::tools {
 
@@ -121,7 +122,7 @@ int parse(int argc, char** argv, Options* o) {
       std::fputs(kUsage, stdout);
       return 0;
     } else if (a == "-m" || a == "--model") {
-      o->model = flag_value(argc, argv, i);
+      o->model = models::resolve_model_argument(flag_value(argc, argv, i));
     } else if (a == "-p" || a == "--prompt") {
       o->prompt = flag_value(argc, argv, i);
       o->have_prompt = true;

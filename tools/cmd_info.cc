@@ -1,6 +1,6 @@
 // qkv info MODEL: what a model file holds (format, shape, tensor types,
 // parameters, KV-cache cost per token); qkv info --cpu: this machine's SIMD targets
-// and the batched-decode GEMM kernel they select.
+// and the batched-decode GEMM kernel they select, under an ISA cap (--isa) if asked.
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -11,7 +11,9 @@
 #include "kernels/dtype.h"
 #include "kernels/error.h"
 #include "kernels/linear.h"
+#include "kernels/machine/arm_features.h"
 #include "kernels/machine/cpu_features.h"
+#include "kernels/machine/isa_cap.h"
 #include "kernels/simd_target.h"
 #include "kernels/threads/cores.h"
 #include "kernels/threads/wait.h"
@@ -24,14 +26,32 @@ namespace qkv::tools {
 
 namespace {
 
-int print_cpu() {
+const char* yes_no(bool b) { return b ? "yes" : "no"; }
+
+// `isa`: the --isa level to cap at first (nullptr: QKV_ISA's, if any).
+int print_cpu(const char* isa) {
+  if (isa != nullptr) set_isa_cap(parse_isa_level(isa), "--isa");
+  const std::optional<IsaLevel> cap = isa_cap();
+  std::printf("isa cap: %s%s%s%s; levels this CPU and build can run: %s\n",
+              cap.has_value() ? isa_level_name(*cap) : "none", cap.has_value() ? " (" : "",
+              cap.has_value() ? isa_cap_source() : "", cap.has_value() ? ")" : "", host_isa_levels().c_str());
   std::printf("simd target: %s\ncompiled targets (supported here): %s\n", simd_target_name(),
               simd_compiled_targets().c_str());
   const CpuFeatures& f = cpu_features();
-  std::printf("cpu: %s; AVX-512 %s, VNNI %s, BF16 %s; AMX-BF16 %s, AMX-INT8 %s\n",
-              f.intel ? "Intel" : f.amd ? "AMD" : "other vendor", f.avx512 ? "yes" : "no",
-              f.avx512_vnni ? "yes" : "no", f.avx512_bf16 ? "yes" : "no", f.amx_bf16 ? "yes" : "no",
-              f.amx_int8 ? "yes" : "no");
+  const CpuFeatures& h = host_cpu_features();
+  std::printf("cpu: %s; AVX2 %s, AVX-VNNI %s; AVX-512 %s, VNNI %s, BF16 %s; AMX-BF16 %s, AMX-INT8 %s%s\n",
+              f.intel ? "Intel" : f.amd ? "AMD" : "other vendor", yes_no(f.avx2), yes_no(f.avx_vnni),
+              yes_no(f.avx512), yes_no(f.avx512_vnni), yes_no(f.avx512_bf16), yes_no(f.amx_bf16), yes_no(f.amx_int8),
+              cap.has_value() ? " (under the cap)" : "");
+  if (cap.has_value()) {
+    std::printf("cpu without the cap: AVX2 %s, AVX-VNNI %s; AVX-512 %s, VNNI %s, BF16 %s; AMX-BF16 %s, AMX-INT8 %s\n",
+                yes_no(h.avx2), yes_no(h.avx_vnni), yes_no(h.avx512), yes_no(h.avx512_vnni), yes_no(h.avx512_bf16),
+                yes_no(h.amx_bf16), yes_no(h.amx_int8));
+  }
+#if defined(__aarch64__)
+  // The x86 line above has nothing to say here; this is what the ARM core runs.
+  std::printf("arm: %s\n", describe_arm_features(arm_features()).c_str());
+#endif
   std::printf("batched-decode GEMM (2-16 sequences): F16/BF16 weights: %s; F32 weights: %s; "
               "K-quants/IQ4_XS: %s; Q4_0/Q8_0/32-value blocks: %s\n",
               matmul_small_kernel_name(DType::F16), matmul_small_kernel_name(DType::F32),
@@ -40,6 +60,7 @@ int print_cpu() {
               "K-quants/IQ4_XS: %s; Q4_0/Q8_0/32-value blocks: %s\n",
               prefill_gemm_kernel_name(DType::F16), prefill_gemm_kernel_name(DType::F32),
               prefill_gemm_kernel_name(DType::Q4_K), prefill_gemm_kernel_name(DType::Q4_0));
+  std::printf("oneDNN ISA: %s\n", onednn_cpu_isa_name());
   const char* omp_policy = std::getenv("OMP_WAIT_POLICY");
   const char* omp_spin = std::getenv("GOMP_SPINCOUNT");
   std::printf("threads: %d by default (physical cores here); waits spin %d us, then block (--poll); "
@@ -182,13 +203,23 @@ int print_model(const std::string& path) {
 }  // namespace
 
 int cmd_info(int argc, char** argv) {
-  if (argc == 2 && std::strcmp(argv[1], "--cpu") == 0) return print_cpu();
+  const char* usage = "usage: qkv info --cpu [--isa LEVEL] | qkv info MODEL\n";
+  if (argc == 2 && std::strcmp(argv[1], "--cpu") == 0) return print_cpu(nullptr);
+  if (argc == 4 && std::strcmp(argv[1], "--cpu") == 0 && std::strcmp(argv[2], "--isa") == 0) {
+    try {
+      return print_cpu(argv[3]);
+    } catch (const Error& e) {
+      std::fprintf(stderr, "qkv info: %s\n", e.what());
+      return 2;
+    }
+  }
   if (argc == 2 && (std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "-h") == 0)) {
-    std::printf("usage: qkv info --cpu | qkv info MODEL\n");
+    std::printf("%s  --isa LEVEL  with --cpu: what capping the kernels at LEVEL gives (%s)\n", usage,
+                isa_level_names().c_str());
     return 0;
   }
   if (argc == 2 && argv[1][0] != '-') return print_model(argv[1]);
-  std::fprintf(stderr, "usage: qkv info --cpu | qkv info MODEL\n");
+  std::fprintf(stderr, "%s", usage);
   return 2;
 }
 

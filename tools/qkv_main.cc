@@ -5,8 +5,11 @@
 #include <exception>
 #include <string>
 
+#include "kernels/machine/isa_cap.h"
 #include "tools/commands.h"
 #include "tools/llama_flags.h"
+#include "tools/models/commands.h"
+#include "tools/models/model_ref.h"
 #include "tools/wait_policy.h"
 
 namespace {
@@ -34,6 +37,9 @@ const Command kCommands[] = {
     {"embed", qkv::tools::cmd_embed, "embeddings or rerank scores of texts, as llama-embedding"},
     {"serve", qkv::tools::cmd_serve, "an OpenAI-compatible HTTP server with continuous batching"},
     {"template", qkv::tools::cmd_template, "print the chat prompt a model's template makes of a conversation"},
+    {"pull", qkv::tools::models::cmd_pull, "download a GGUF model from a Hugging Face hub into its cache"},
+    {"list", qkv::tools::models::cmd_list, "the GGUF models of the Hugging Face cache and Ollama's store"},
+    {"rm", qkv::tools::models::cmd_rm, "remove a model from the Hugging Face cache"},
 };
 
 void print_usage(FILE* out) {
@@ -41,12 +47,19 @@ void print_usage(FILE* out) {
   for (const Command& c : kCommands) std::fprintf(out, "  %-12s %s\n", c.name, c.help);
   std::fprintf(out, "\n'qkv <command> --help' describes a command's options. Every command also takes\n"
                     "  --poll N     how long a waiting thread spins before it blocks: 0..100 microseconds\n"
-                    "               (default 50; 0 suits a machine busy with other work)\n");
+                    "               (default 50; 0 suits a machine busy with other work)\n"
+                    "Commands that load a model (-m PATH) also take -m hf:OWNER/REPO[:QUANT] or -hf OWNER/REPO[:QUANT]\n"
+                    "(pulled first, as 'qkv pull') and -m ollama:NAME[:TAG] (Ollama's store, read in place).\n");
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
+  // A QKV_ISA that cannot be honoured ends every command (kernels/machine/isa_cap.h).
+  if (const std::string& isa_error = qkv::isa_cap_env_error(); !isa_error.empty()) {
+    std::fprintf(stderr, "qkv: %s\n", isa_error.c_str());
+    return 2;
+  }
   if (argc < 2) {
     print_usage(stderr);
     return 2;
@@ -63,7 +76,8 @@ int main(int argc, char** argv) {
       if (qkv::tools::take_poll_flag(&command_argc, argv + 1) < 0) return 2;
       qkv::tools::apply_llama_flags(&command_argc, argv + 1);
       try {
-        return c.run(command_argc, argv + 1);
+        char** command_argv = qkv::tools::models::apply_model_flags(&command_argc, argv + 1);
+        return c.run(command_argc, command_argv);
       } catch (const std::exception& e) {
         std::fprintf(stderr, "qkv %s: error: %s\n", c.name, e.what());
         return 1;

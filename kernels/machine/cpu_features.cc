@@ -1,5 +1,8 @@
 #include "kernels/machine/cpu_features.h"
 
+#include "kernels/machine/isa_cap.h"
+
+#include <atomic>
 #include <cstring>
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -30,7 +33,9 @@ CpuFeatures read_features() {
   f.intel = std::strcmp(vendor, "GenuineIntel") == 0;
   f.amd = std::strcmp(vendor, "AuthenticAMD") == 0;
   if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & (1u << 27))) return f;  // OSXSAVE: xgetbv works
+  const unsigned leaf1_ecx = c;
   const unsigned long long xcr0 = read_xcr0();
+  constexpr unsigned long long kAvxState = 0x6;                          // SSE, AVX (YMM upper halves)
   constexpr unsigned long long kAvx512State = 0xE6;                      // SSE, AVX, opmask, ZMM halves
   constexpr unsigned long long kTileState = (1ull << 17) | (1ull << 18);  // XTILECFG, XTILEDATA
   if (max_leaf < 7) return f;
@@ -38,6 +43,9 @@ CpuFeatures read_features() {
   const unsigned leaf7_ebx = b, leaf7_ecx = c, leaf7_edx = d;
   __cpuid_count(7, 1, a, b, c, d);
   const unsigned leaf7_1_eax = a;
+  const bool ymm = (xcr0 & kAvxState) == kAvxState;
+  f.avx2 = ymm && (leaf7_ebx & (1u << 5)) && (leaf1_ecx & (1u << 12));  // AVX2, FMA
+  f.avx_vnni = f.avx2 && (leaf7_1_eax & (1u << 4));
   f.avx512 = (leaf7_ebx & (1u << 16)) && (xcr0 & kAvx512State) == kAvx512State;
   f.avx512_vnni = f.avx512 && (leaf7_ecx & (1u << 11));
   f.avx512_bf16 = f.avx512 && (leaf7_1_eax & (1u << 5));
@@ -50,11 +58,36 @@ CpuFeatures read_features() {
 CpuFeatures read_features() { return {}; }
 #endif
 
+std::atomic<bool> g_features_read{false};
+
+// The host's features with those above the cap turned off.
+CpuFeatures capped(CpuFeatures f) {
+  const std::optional<IsaLevel> cap = isa_cap();
+  if (!cap.has_value()) return f;
+  const IsaLevel level = *cap;
+  if (level < IsaLevel::kAvx512 || level > IsaLevel::kAmx) f.avx512 = f.avx512_vnni = f.avx512_bf16 = false;
+  if (level < IsaLevel::kAvx2Vnni || level > IsaLevel::kAmx) f.avx_vnni = false;
+  if (level < IsaLevel::kAvx2 || level > IsaLevel::kAmx) f.avx2 = false;
+  if (level == IsaLevel::kAvx512) f.avx512_vnni = f.avx512_bf16 = false;
+  if (level != IsaLevel::kAmx) f.amx_bf16 = f.amx_int8 = false;
+  return f;
+}
+
 }  // namespace
 
-const CpuFeatures& cpu_features() {
+const CpuFeatures& host_cpu_features() {
   static const CpuFeatures f = read_features();
   return f;
 }
+
+const CpuFeatures& cpu_features() {
+  static const CpuFeatures f = [] {
+    g_features_read = true;
+    return capped(host_cpu_features());
+  }();
+  return f;
+}
+
+bool cpu_features_read() { return g_features_read; }
 
 }  // namespace qkv

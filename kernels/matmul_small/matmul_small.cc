@@ -24,6 +24,7 @@
 #include "kernels/error.h"
 #include "kernels/linear_internal.h"
 #include "kernels/matmul_small/schedule.h"
+#include "kernels/quant/vec_dot.h"
 
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels/matmul_small/matmul_small.cc"
@@ -246,7 +247,7 @@ void set_matmul_small_bf16(bool allowed) { g_small_bf16_allowed = allowed; }
 }  // namespace detail
 
 const char* matmul_small_kernel_name(DType t) {
-  if (detail::block_gemm_type(t, kMatmulSmallMaxM)) return "AVX-512 VNNI integer block GEMM";
+  if (detail::block_gemm_type(t, kMatmulSmallMaxM)) return quant_gemm_name();
   if (detail::matmul_small_precision(t) == detail::GemmPrecision::kF32) {
     return dtype_is_quantized(t) && t != DType::Q8_0 ? "one matvec per input" : "f32 FMA";
   }

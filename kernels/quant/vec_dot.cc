@@ -317,6 +317,7 @@ HWY_INLINE float DotRow(DType t, const uint8_t* row, size_t cols, const void* xa
 #undef QKV_UNROLL
 #elif HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3
 #include "kernels/quant/vec_dot_hwy-inl.h"
+#include "kernels/quant/gemm_hwy-inl.h"
 #undef QKV_UNROLL
 #endif
 
@@ -426,7 +427,8 @@ void GroupDot(DType t, const void* groups, size_t cols, const void* xa, float* y
 }
 
 // The batched GEMM (kernels/quant/gemm_vnni-inl.h, or with tables
-// gemm_vnni_packed-inl.h); false: none on this target.
+// gemm_vnni_packed-inl.h; on AVX2 and AVX3 gemm_hwy-inl.h, without tables);
+// false: none on this target.
 bool Gemm(DType t, const void* rows, size_t cols, const void* xa, size_t M, float* y, size_t ldy, size_t n_rows,
           const float* tables, bool lanes, bool groups) {
 #if HWY_TARGET == HWY_AVX3_DL
@@ -434,6 +436,9 @@ bool Gemm(DType t, const void* rows, size_t cols, const void* xa, size_t M, floa
   if (tables != nullptr && lanes) return GemmLanes(t, rows, cols, tables, M, y, ldy, n_rows);
   if (tables != nullptr) return GemmPacked(t, rows, cols, tables, M, y, ldy, n_rows);
   return GemmVnni(t, rows, cols, xa, M, y, ldy, n_rows);
+#elif HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3
+  (void)lanes;
+  return tables == nullptr && !groups && GemmHwy(t, rows, cols, xa, M, y, ldy, n_rows);
 #else
   (void)t, (void)rows, (void)cols, (void)xa, (void)M, (void)y, (void)ldy, (void)n_rows, (void)tables, (void)lanes, (void)groups;
   return false;
@@ -469,6 +474,26 @@ bool HasGemm(DType t) {
 #endif
 }
 
+// Whether quant_gemm without tables has a kernel for t on this target.
+bool HasRowsGemm(DType t) {
+#if HWY_TARGET == HWY_AVX3_DL || HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3
+  return dtype_is_quantized(t);
+#else
+  (void)t;
+  return false;
+#endif
+}
+
+const char* GemmName() {
+#if HWY_TARGET == HWY_AVX3_DL
+  return "AVX-512 VNNI integer block GEMM";
+#elif HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3
+  return "AVX2 integer block GEMM";
+#else
+  return "none";
+#endif
+}
+
 }  // namespace HWY_NAMESPACE
 }  // namespace qkv
 HWY_AFTER_NAMESPACE();
@@ -478,6 +503,8 @@ namespace qkv {
 HWY_EXPORT(DotRows);
 HWY_EXPORT(Gemm);
 HWY_EXPORT(HasGemm);
+HWY_EXPORT(HasRowsGemm);
+HWY_EXPORT(GemmName);
 HWY_EXPORT(GemmTables);
 HWY_EXPORT(GemmTableFloats);
 HWY_EXPORT(GroupDot);
@@ -541,12 +568,19 @@ void row_group_dot_scalar(DType t, const void* groups, size_t cols, const void* 
 
 bool quant_gemm_available(DType t) { return HWY_DYNAMIC_DISPATCH(HasGemm)(t); }
 
+bool quant_gemm_rows_available(DType t) { return HWY_DYNAMIC_DISPATCH(HasRowsGemm)(t); }
+
+const char* quant_gemm_name() { return HWY_DYNAMIC_DISPATCH(GemmName)(); }
+
 namespace {
 bool g_packed_allowed = true;
 bool g_lanes_allowed = true;
 }  // namespace
 
-bool quant_gemm_packed(size_t M) { return g_packed_allowed && M >= kQuantGemmPackedMinInputs; }
+// The packed kernel exists where the tile kernel's VNNI family does (quant_gemm_available).
+bool quant_gemm_packed(size_t M) {
+  return g_packed_allowed && M >= kQuantGemmPackedMinInputs && HWY_DYNAMIC_DISPATCH(HasGemm)(DType::Q4_0);
+}
 
 void set_quant_gemm_packed(bool allowed) { g_packed_allowed = allowed; }
 

@@ -53,7 +53,8 @@ void quant_dot_rows_scalar(DType t, const void* rows, size_t cols, const void* x
 // decoding outweighs the dot products: 143M Q4_K_M, 2 sequences, 14.1 ms a
 // step against 11.3 ms for two single steps, so batches of 2 of the ggml
 // block types go input by input through quant_dot_rows), never after
-// set_quant_gemm_packed(false) (tests and benchmarks).
+// set_quant_gemm_packed(false) (tests and benchmarks), and only where
+// quant_gemm_available.
 // Batches of kQuantGemmLanesMinInputs (the 32-value types) or
 // kQuantGemmLanesMinInputsK (the K-quants) to kQuantGemmLanesMaxInputs inputs
 // take the inputs-in-lanes kernel instead where quant_gemm_lanes(t, M)
@@ -66,6 +67,15 @@ void quant_dot_rows_scalar(DType t, const void* rows, size_t cols, const void* x
 // of rows, without transposing them (the same results as on the rows); its
 // tables then in the packed layout whatever M (quant_gemm_tables with lanes false).
 bool quant_gemm_available(DType t);
+// Whether quant_gemm without tables (the tile kernel, on rows) runs t here:
+// where quant_gemm_available, and on CPUs with AVX2 but no AVX-512 VNNI the
+// 256-bit GEMM (kernels/quant/gemm_hwy-inl.h: every output equal to
+// quant_dot_rows' bit for bit, as the VNNI tile kernel's). Those CPUs have no
+// packed kernel (quant_gemm_packed is false) and no row groups.
+bool quant_gemm_rows_available(DType t);
+// The name of the GEMM quant_gemm runs here ("AVX-512 VNNI integer block
+// GEMM", "AVX2 integer block GEMM"; "none").
+const char* quant_gemm_name();
 void quant_gemm(DType t, const void* rows, size_t cols, const void* xa, size_t M, float* y, size_t ldy,
                 size_t n_rows, const float* tables = nullptr, size_t batch = 0, bool row_groups = false);
 // The tables of a batch of M inputs for weights of type t (the layout of the

@@ -25,6 +25,8 @@
 
 #include "kernels/dtype.h"
 #include "kernels/error.h"
+#include "kernels/linear_internal.h"
+#include "kernels/machine/isa_cap.h"
 #include "kernels/machine/probe.h"
 #include "kernels/threads/cores.h"
 #include "kernels/simd_target.h"
@@ -37,8 +39,11 @@
 #include "runtime/tokenizer.h"
 #include "runtime/version.h"
 #include "tools/args.h"
+#include "tools/bench/bench_embed.h"
 #include "tools/bench/bench_report.h"
+#include "tools/bench/bench_verify.h"
 #include "tools/commands.h"
+#include "tools/models/model_ref.h"
 
 namespace qkv::tools {
 
@@ -76,7 +81,13 @@ const char* kBenchUsage =
     "  --probe                 only probe the machine (DRAM read bandwidth, FMA peak) and print that\n"
     "  --no-probe              skip the probe and the reads paired with each decode/batch rep\n"
     "                          (no % of bandwidth or peak)\n"
-    "  --probe-mib N           probe read buffer in MiB (default 1024)\n";
+    "  --probe-mib N           probe read buffer in MiB (default 1024)\n"
+    "  --isa LEVEL             cap the kernels (and oneDNN) at an ISA level, as QKV_ISA does: scalar, sse4,\n"
+    "                          avx2, avx2-vnni, avx512, avx512-vnni, amx, neon, sve, sve2 (qkv info --cpu)\n"
+    "  --no-block-gemm         batches of the block types without the integer block GEMM (oneDNN, or one\n"
+    "                          matvec per input; for comparison)\n"
+    "  --embed                 embedding throughput of an encoder instead (qkv bench --embed --help)\n"
+    "  --verify-cost           speculative decoding's verify pass against a decode step (--verify-cost --help)\n";
 
 struct BenchOptions {
   std::string model_path, tokenizer_path, synthetic = "143M", json_out;
@@ -482,6 +493,11 @@ class Bench {
 }  // namespace
 
 int cmd_bench(int argc, char** argv) {
+  // Encoders' embedding throughput: its own flags and report (bench_embed.cc).
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--embed") == 0) return cmd_bench_embed(argc, argv);
+    if (std::strcmp(argv[i], "--verify-cost") == 0) return cmd_bench_verify(argc, argv);
+  }
   BenchOptions o;
   bool synthetic_given = false;
   for (int i = 1; i < argc; ++i) {
@@ -492,7 +508,7 @@ int cmd_bench(int argc, char** argv) {
       std::fputs(kBenchUsage, stdout);
       return 0;
     } else if (a == "-m" || a == "--model") {
-      o.model_path = flag_value(argc, argv, i);
+      o.model_path = models::resolve_model_argument(flag_value(argc, argv, i));
     } else if (a == "-z" || a == "--tokenizer") {
       o.tokenizer_path = flag_value(argc, argv, i);
     } else if (a == "--synthetic") {
@@ -547,6 +563,10 @@ int cmd_bench(int argc, char** argv) {
       o.probe = false;
     } else if (a == "--probe-mib") {
       o.probe_mib = parse_int(flag, flag_value(argc, argv, i), 1, 1 << 20);
+    } else if (a == "--isa") {
+      set_isa_cap(parse_isa_level(flag_value(argc, argv, i)), "--isa");
+    } else if (a == "--no-block-gemm") {
+      detail::set_block_gemm(false);
     } else {
       std::fprintf(stderr, "qkv bench: unknown flag '%s'\n\n%s", argv[i], kBenchUsage);
       return 2;

@@ -21,6 +21,7 @@
 #include "tools/args.h"
 #include "tools/chat/cmd_chat.h"
 #include "tools/commands.h"
+#include "tools/models/model_ref.h"
 
 namespace qkv::tools {
 
@@ -252,7 +253,7 @@ int parse(int argc, char** argv, Options* o) {
       std::printf("%s%s%s", kUsage, kSamplerFlagsUsage, kContextFlagsUsage);
       return 0;
     } else if (a == "-m" || a == "--model") {
-      o->model = flag_value(argc, argv, i);
+      o->model = models::resolve_model_argument(flag_value(argc, argv, i));
     } else if (a == "-z" || a == "--tokenizer") {
       o->tokenizer = flag_value(argc, argv, i);
     } else if (a == "--system") {

@@ -13,6 +13,7 @@
 #include "tools/args.h"
 #include "tools/chat/cmd_chat.h"
 #include "tools/commands.h"
+#include "tools/models/model_ref.h"
 
 namespace qkv::tools {
 
@@ -37,7 +38,14 @@ const char* kRunUsage =
     "  --grammar-file FILE   the GBNF grammar from a file\n"
     "  -j, --json-schema S   the output is JSON valid under this JSON Schema (JSON text)\n"
     "  -jf, --json-schema-file FILE  the JSON Schema from a file\n"
-    "  -q, --quiet           no timings on stderr\n";
+    "  -q, --quiet           no timings on stderr\n"
+    "speculative decoding (same output distribution; greedy: the same tokens; not with a grammar):\n"
+    "  -md, --model-draft FILE   a draft model of the same vocabulary drafts greedily\n"
+    "  --spec-type ngram     prompt lookup drafts instead: the last N tokens matched earlier in the text\n"
+    "  --spec-ngram-size N   the longest n-gram prompt lookup matches, 1 .. 64 (default 3; then N-1 .. 1)\n"
+    "  --draft-max, --draft, --draft-n N  tokens drafted per verify pass, 1 .. 256 (default 16)\n"
+    "  --draft-min N         fewer drafted tokens run a plain step (default 0)\n"
+    "  --draft-p-min P       the draft model stops before a token below probability P (default 0.75)\n";
 
 // Streams the text after the first `skip` bytes (the prompt's echo under --chat).
 int write_piece(const char* piece, size_t length, void* user) {
@@ -88,6 +96,7 @@ int cmd_run(int argc, char** argv) {
   LogitBias bias;
   int grammar_kind = -1;  // a qkv_grammar_kind
   std::string grammar_source;
+  std::string draft_path, spec_type;
 
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -95,7 +104,7 @@ int cmd_run(int argc, char** argv) {
       std::printf("%s%s%s", kRunUsage, kSamplerFlagsUsage, kContextFlagsUsage);
       return 0;
     } else if (a == "-m" || a == "--model") {
-      model_path = flag_value(argc, argv, i);
+      model_path = models::resolve_model_argument(flag_value(argc, argv, i));
     } else if (a == "-z" || a == "--tokenizer") {
       tokenizer_path = flag_value(argc, argv, i);
     } else if (a == "-p" || a == "-i" || a == "--prompt") {
@@ -130,6 +139,24 @@ int cmd_run(int argc, char** argv) {
       grammar_kind = a == "--grammar" || a == "--grammar-file" ? QKV_GRAMMAR_GBNF : QKV_GRAMMAR_JSON_SCHEMA;
     } else if (a == "-q" || a == "--quiet") {
       quiet = true;
+    } else if (a == "-md" || a == "--model-draft") {
+      draft_path = flag_value(argc, argv, i);
+    } else if (a == "--spec-type") {
+      spec_type = flag_value(argc, argv, i);
+      if (spec_type != "ngram") {
+        std::fprintf(stderr, "qkv run: --spec-type '%s' is not known (ngram is; a draft model is -md FILE)\n",
+                     spec_type.c_str());
+        return 2;
+      }
+      gopts.spec_ngram = 1;
+    } else if (a == "--spec-ngram-size") {
+      gopts.spec_ngram_size = parse_int(a.c_str(), flag_value(argc, argv, i), 1, 64);
+    } else if (a == "--draft-max" || a == "--draft" || a == "--draft-n") {
+      gopts.draft_max = parse_int(a.c_str(), flag_value(argc, argv, i), 1, 256);
+    } else if (a == "--draft-min") {
+      gopts.draft_min = parse_int(a.c_str(), flag_value(argc, argv, i), 0, 256);
+    } else if (a == "--draft-p-min") {
+      gopts.draft_p_min = static_cast<float>(parse_float(a.c_str(), flag_value(argc, argv, i), 0.0, 1.0));
     } else if (!parse_sampler_flag(argc, argv, i, &gopts.sampler, &seed_given) &&
                !parse_logit_bias_flag(argc, argv, i, &bias) && !parse_context_flag(argc, argv, i, &copts)) {
       std::fprintf(stderr, "qkv run: unknown flag '%s'\n\n%s", argv[i], kRunUsage);
@@ -138,6 +165,15 @@ int cmd_run(int argc, char** argv) {
   }
   if (model_path.empty()) {
     std::fprintf(stderr, "qkv run: -m MODEL is required\n\n%s", kRunUsage);
+    return 2;
+  }
+  if (!draft_path.empty() && gopts.spec_ngram) {
+    std::fprintf(stderr, "qkv run: -md FILE and --spec-type ngram exclude each other (give one drafter)\n");
+    return 2;
+  }
+  if (gopts.draft_min > gopts.draft_max) {
+    std::fprintf(stderr, "qkv run: --draft-min %" PRId64 " exceeds --draft-max %" PRId64 "\n", gopts.draft_min,
+                 gopts.draft_max);
     return 2;
   }
   if (!seed_given) {
@@ -162,6 +198,17 @@ int cmd_run(int argc, char** argv) {
     qkv_model_free(model);
     fail("creating the session: ", msg);
   }
+  qkv_model* draft = nullptr;
+  if (!draft_path.empty()) {
+    const qkv_status dst = qkv_model_load(draft_path.c_str(), &mopts, &draft);
+    if (dst != QKV_OK) {
+      const std::string msg = qkv_last_error();
+      qkv_session_free(session);
+      qkv_model_free(model);
+      fail("loading the draft model: ", msg);
+    }
+    gopts.draft_model = draft;
+  }
   const double load_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 
   size_t echo_bytes = 0;
@@ -177,6 +224,7 @@ int cmd_run(int argc, char** argv) {
   } catch (...) {
     qkv_grammar_free(grammar);
     qkv_session_free(session);
+    qkv_model_free(draft);
     qkv_model_free(model);
     throw;
   }
@@ -193,6 +241,7 @@ int cmd_run(int argc, char** argv) {
     } catch (...) {
       qkv_grammar_free(grammar);
       qkv_session_free(session);
+      qkv_model_free(draft);
       qkv_model_free(model);
       throw;
     }
@@ -221,6 +270,16 @@ int cmd_run(int argc, char** argv) {
                  "qkv: eval time        = %10.2f ms / %5" PRId64 " tokens (%8.2f ms per token, %9.2f tokens per second)\n",
                  stats.generate_ms, stats.generated_tokens, per_token(stats.generated_tokens, stats.generate_ms),
                  per_second(stats.generated_tokens, stats.generate_ms));
+    if (gopts.draft_model || gopts.spec_ngram) {
+      const double rate = stats.drafted_tokens > 0 ? 100.0 * static_cast<double>(stats.accepted_tokens) /
+                                                         static_cast<double>(stats.drafted_tokens)
+                                                   : 0.0;
+      std::fprintf(stderr,
+                   "qkv: speculative      = %s: %" PRId64 " drafted, %" PRId64 " accepted (%.1f%%), %" PRId64
+                   " verify passes, %.2f tokens per second\n",
+                   gopts.draft_model ? "draft model" : "n-gram lookup", stats.drafted_tokens, stats.accepted_tokens,
+                   rate, stats.verify_passes, per_second(stats.generated_tokens, stats.generate_ms));
+    }
     std::fprintf(stderr, "qkv: KV cache         = %10.2f MiB (%s)\n",
                  static_cast<double>(qkv_session_kv_bytes(session)) / (1024.0 * 1024.0),
                  kv_type_name(copts.kv_type));
@@ -229,6 +288,7 @@ int cmd_run(int argc, char** argv) {
   }
   qkv_grammar_free(grammar);
   qkv_session_free(session);
+  qkv_model_free(draft);
   qkv_model_free(model);
   if (gen != QKV_OK) fail("generating: ", gen_error);
   return 0;

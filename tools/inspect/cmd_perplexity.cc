@@ -9,6 +9,7 @@
 #include "qkv.h"
 #include "tools/args.h"
 #include "tools/commands.h"
+#include "tools/models/model_ref.h"
 
 namespace qkv::tools {
 
@@ -140,7 +141,7 @@ int cmd_perplexity(int argc, char** argv) {
       std::fputs(kPerplexityUsage, stdout);
       return 0;
     } else if (a == "-m" || a == "--model") {
-      model_path = flag_value(argc, argv, i);
+      model_path = models::resolve_model_argument(flag_value(argc, argv, i));
     } else if (a == "-z" || a == "--tokenizer") {
       tokenizer_path = flag_value(argc, argv, i);
     } else if (a == "-f" || a == "--file") {

@@ -20,6 +20,7 @@
 
 #include "tools/args.h"
 #include "tools/commands.h"
+#include "tools/models/model_ref.h"
 #include "tools/serve/connection_threads.h"
 #include "tools/serve/server.h"
 
@@ -102,6 +103,7 @@ qkv_context* start_generation(serve::ServerState& st) {
   so.prefill_chunk = o.prefill_chunk;
   so.prefill_batch = o.prefill_batch;
   so.max_queue = o.max_queue;
+  so.turns = &st.turns;
   st.scheduler = std::make_unique<serve::Scheduler>(st.model, ctx, o.slots, st.slot_context, so, st.metrics);
   return ctx;
 }
@@ -150,7 +152,7 @@ int cmd_serve(int argc, char** argv) {
       std::fputs(kServeUsage, stdout);
       return 0;
     } else if (a == "-m" || a == "--model") {
-      o.model_path = flag_value(argc, argv, i);
+      o.model_path = models::resolve_model_argument(flag_value(argc, argv, i));
     } else if (a == "-z" || a == "--tokenizer") {
       o.tokenizer_path = flag_value(argc, argv, i);
     } else if (a == "--host") {

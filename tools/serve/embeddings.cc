@@ -170,12 +170,28 @@ qkv_status EmbedWorker::embed(std::vector<std::shared_ptr<EmbedJob>>& batch) {
   int64_t dim = 0;
   qkv_status s = qkv_embed_dimension(model_, &o, &dim);
   if (s != QKV_OK) return s;
-  const int64_t n_vectors = o.pooling == QKV_POOLING_NONE ? total_tokens : static_cast<int64_t>(counts.size());
+  const bool per_token = o.pooling == QKV_POOLING_NONE;
+  const int64_t n_vectors = per_token ? total_tokens : static_cast<int64_t>(counts.size());
   std::vector<float> out(static_cast<size_t>(n_vectors * dim));
-  int64_t got = 0, used = 0;
-  s = qkv_embed(model_, tokens.data(), counts.data(), static_cast<int64_t>(counts.size()), &o, out.data(),
-                static_cast<int64_t>(out.size()), &got, &used);
-  if (s != QKV_OK) return s;
+  // One qkv_embed call per group of inputs within the token budget, each in
+  // its own compute turn, so that a request of many inputs does not hold the
+  // cores from the decode steps for all of its passes.
+  int64_t got = 0;
+  for (size_t first = 0; first < counts.size();) {
+    size_t end = first + 1;
+    int64_t group_tokens = counts[first];
+    while (end < counts.size() && group_tokens + counts[end] <= options_.batch_tokens) group_tokens += counts[end++];
+    const int64_t group_vectors = per_token ? group_tokens : static_cast<int64_t>(end - first);
+    int64_t group_got = 0, used = 0;
+    {
+      ComputeTurns::Turn turn(options_.turns);
+      s = qkv_embed(model_, tokens.data() + first, counts.data() + first, static_cast<int64_t>(end - first), &o,
+                    out.data() + got * dim, group_vectors * dim, &group_got, &used);
+    }
+    if (s != QKV_OK) return s;
+    got += group_got;
+    first = end;
+  }
   if (got != n_vectors) {
     for (const auto& job : batch) {
       finish(*job, 500, "internal error: qkv_embed gave " + std::to_string(got) + " vectors, not " +
@@ -273,6 +289,7 @@ EmbedWorker& embed_worker(ServerState& st) {
     o.batch_tokens = std::max(st.options.prefill_batch, st.embed_context);
     o.max_queue = st.options.max_queue;
     o.threads = st.options.threads;
+    o.turns = &st.turns;
     st.embedder = std::make_unique<EmbedWorker>(st.model, o, st.metrics);
   }
   return *st.embedder;

@@ -2,7 +2,8 @@
 // queue of embedding jobs. Each qkv_embed call packs the inputs of every
 // waiting job that asks for the same pooling, normalization and dimensions
 // (up to a token budget), so concurrent clients share forward passes; each
-// job then gets its own slice of the vectors. A job past its deadline or whose
+// job then gets its own slice of the vectors. Its passes take turns with the
+// decode scheduler's (compute_turns.h). A job past its deadline or whose
 // client has gone is dropped before it runs. The worker starts with the server
 // for an embedding model, and on the first embedding request for a decoder.
 #pragma once
@@ -22,6 +23,7 @@
 
 #include "qkv.h"
 #include "tools/serve/api_error.h"
+#include "tools/serve/compute_turns.h"
 #include "tools/serve/embed_request.h"
 #include "tools/serve/metrics.h"
 
@@ -54,6 +56,7 @@ class EmbedWorker {
     int64_t batch_tokens = 512;  // tokens per qkv_embed call (and per forward pass)
     size_t max_queue = 64;       // jobs waiting besides those running
     int threads = 0;
+    ComputeTurns* turns = nullptr;  // shared with the decode scheduler; null: passes run when they come
   };
   EmbedWorker(qkv_model* model, Options options, Metrics& metrics);
   ~EmbedWorker();

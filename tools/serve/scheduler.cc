@@ -290,7 +290,12 @@ void Scheduler::step_generating() {
   if (batch.empty()) return;
   std::vector<qkv_session*> sessions;
   for (Slot* s : batch) sessions.push_back(s->session);
-  if (qkv_step_batch(sessions.data(), tokens.data(), static_cast<int64_t>(batch.size()), nullptr, 0) != QKV_OK) {
+  qkv_status stepped;
+  {
+    ComputeTurns::Turn turn(options_.turns);
+    stepped = qkv_step_batch(sessions.data(), tokens.data(), static_cast<int64_t>(batch.size()), nullptr, 0);
+  }
+  if (stepped != QKV_OK) {
     const std::string msg = qkv_last_error();
     for (Slot* s : batch) finish(*s, "error", msg);
     return;
@@ -339,15 +344,23 @@ void Scheduler::prefill_some() {
   }
   if (batch.empty()) return;
   const auto n = static_cast<int64_t>(batch.size());
-  if (qkv_prefill_batch(sessions.data(), tokens.data(), counts.data(), n, nullptr, 0) != QKV_OK) {
-    // The batch was refused before it ran: each prompt alone, so that only the
-    // one at fault ends.
-    for (int64_t i = 0; i < n; ++i) {
-      if (qkv_session_prefill(sessions[i], tokens[i], counts[i], nullptr, 0) != QKV_OK) {
-        finish(*batch[i], "error", qkv_last_error());
-        counts[i] = 0;
+  std::vector<std::string> errors;  // per prompt: why it ran alone and failed
+  {
+    ComputeTurns::Turn turn(options_.turns);
+    if (qkv_prefill_batch(sessions.data(), tokens.data(), counts.data(), n, nullptr, 0) != QKV_OK) {
+      // The batch was refused before it ran: each prompt alone, so that only
+      // the one at fault ends.
+      errors.resize(static_cast<size_t>(n));
+      for (int64_t i = 0; i < n; ++i) {
+        if (qkv_session_prefill(sessions[i], tokens[i], counts[i], nullptr, 0) != QKV_OK) {
+          errors[static_cast<size_t>(i)] = qkv_last_error();
+          counts[i] = 0;
+        }
       }
     }
+  }
+  for (size_t i = 0; i < errors.size(); ++i) {
+    if (counts[i] == 0) finish(*batch[i], "error", errors[i]);
   }
   for (int64_t i = 0; i < n; ++i) {
     if (counts[i] == 0) continue;

@@ -26,6 +26,7 @@
 
 #include "qkv.h"
 #include "runtime/stop_strings.h"
+#include "tools/serve/compute_turns.h"
 #include "tools/serve/metrics.h"
 
 namespace qkv::serve {
@@ -93,6 +94,7 @@ class Scheduler {
     int64_t prefill_chunk = 256;  // prompt tokens per step while other slots generate
     int64_t prefill_batch = 512;  // prompt tokens per pass while no slot generates (>= prefill_chunk)
     size_t max_queue = 64;
+    ComputeTurns* turns = nullptr;  // shared with the embedding worker; null: passes run when they come
   };
   Scheduler(qkv_model* model, qkv_context* context, int n_slots, int64_t slot_context, Options options,
             Metrics& metrics);

@@ -52,6 +52,7 @@ struct ServerState {
   RequestLimits limits;
   Metrics metrics;
   GrammarCache grammars;
+  ComputeTurns turns;                    // the scheduler's and the embedding worker's passes alternate
   std::unique_ptr<Scheduler> scheduler;  // null when the server only embeds
   // Embeddings: the pooling a request gets by default, the tokens one input
   // may have, and the worker (an embedding model's from the start, a

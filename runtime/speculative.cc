@@ -1,0 +1,100 @@
+#include "runtime/speculative.h"
+
+#include <algorithm>
+
+#include "kernels/error.h"
+
+namespace qkv {
+
+void check_speculative_options(const SpeculativeOptions& options) {
+  QKV_CHECK(options.draft_max >= 1 && options.draft_max <= SpeculativeOptions::kMaxDraft,
+            "the tokens drafted per pass (--draft-max) must be 1 .. ", SpeculativeOptions::kMaxDraft, " (got ", options.draft_max, ")");
+  QKV_CHECK(options.draft_min >= 0 && options.draft_min <= options.draft_max, "the fewest drafted tokens worth verifying (--draft-min) must be 0 .. --draft-max (",
+            options.draft_max, ") (got ", options.draft_min, ")");
+}
+
+Speculator::Speculator(Decoder& target, int64_t seq, const SpeculativeOptions& options, const SamplerOptions& sampler)
+    : target_(target),
+      seq_(seq),
+      options_(options),
+      sampler_(sampler),
+      // Its own stream, apart from the plain sampler's (same seed, other draws).
+      state_(sampler.seed ^ 0x5bd1e9955bd1e995ull) {
+  QKV_CHECK(options.drafter != nullptr, "speculative decoding needs a drafter");
+  check_speculative_options(options);
+}
+
+int32_t Speculator::take_pending() {
+  QKV_CHECK(!pending_.empty(), "speculative decoding: no pending token to take");
+  const int32_t t = pending_.front();
+  pending_.pop_front();
+  return t;
+}
+
+double Speculator::next_uniform() {
+  uint64_t z = (state_ += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  z ^= z >> 31;
+  return static_cast<double>(z >> 11) * 0x1.0p-53;
+}
+
+const float* Speculator::advance(const std::vector<int32_t>& history, int64_t max_draft) {
+  QKV_CHECK(!history.empty(), "speculative decoding: an empty history");
+  QKV_CHECK(pending_.empty(), "speculative decoding: tokens of the last verify pass are still pending");
+  const int32_t token = history.back();
+  const int64_t k_max = std::min(options_.draft_max, max_draft);
+  draft_.clear();
+  if (k_max >= 1) options_.drafter->draft(history, k_max, &draft_);
+  if (static_cast<int64_t>(draft_.size()) > k_max) draft_.resize(static_cast<size_t>(k_max));
+  const auto k = static_cast<int64_t>(draft_.size());
+  if (k == 0 || k < options_.draft_min) {
+    ++stats_.plain_steps;
+    return target_.step(seq_, token);
+  }
+
+  // One pass over the fed token and the drafts: logits of positions 0 .. k.
+  const int64_t start = target_.position(seq_);
+  const int64_t vocab = target_.vocab_size();
+  tokens_.assign(1, token);
+  tokens_.insert(tokens_.end(), draft_.begin(), draft_.end());
+  logits_.resize(static_cast<size_t>((k + 1) * vocab));
+  target_.prefill_all_logits(seq_, tokens_.data(), k + 1, logits_.data());
+  ++stats_.verify_passes;
+  stats_.drafted += k;
+
+  recent_ = history;  // the penalties' look-back, extended by each accepted draft
+  for (int64_t i = 0; i <= k; ++i) {
+    float* row = logits_.data() + i * vocab;
+    sampler_.probabilities(row, vocab, recent_.data(), static_cast<int64_t>(recent_.size()), &p_);
+    if (i < k) {
+      const int32_t d = draft_[static_cast<size_t>(i)];
+      if (next_uniform() < p_[static_cast<size_t>(d)]) {  // accept with probability p(d)
+        pending_.push_back(d);
+        recent_.push_back(d);
+        continue;
+      }
+      p_[static_cast<size_t>(d)] = 0.0;  // the residual: p without d
+    }
+    // The target's own token: from p, or from the residual after a rejection.
+    double total = 0;
+    for (double x : p_) total += x;
+    QKV_CHECK(total > 0.0, "speculative decoding: the target's distribution has no mass left at position ", i);
+    double r = next_uniform() * total;
+    int32_t chosen = -1;
+    for (int64_t t = 0; t < vocab; ++t) {
+      if (p_[static_cast<size_t>(t)] <= 0.0) continue;
+      chosen = static_cast<int32_t>(t);
+      r -= p_[static_cast<size_t>(t)];
+      if (r < 0) break;
+    }
+    pending_.push_back(chosen);
+    stats_.accepted += i;
+    // The cache keeps the fed token and the i accepted drafts.
+    target_.cache().truncate(seq_, start + 1 + i);
+    break;
+  }
+  return nullptr;
+}
+
+}  // namespace qkv
