@@ -16,8 +16,9 @@ command -v npm >/dev/null || packages+=(npm)
 # --tests: also the tools only the tests use: Python's jinja2 (the chat-template
 # oracle), Chromium (renders the attention-map SVG headless), tmux (qkv chat in a
 # terminal), clang-14 and its runtime libraries (libFuzzer and the sanitizers of
-# tests/fuzz, scripts/fuzz.sh; LLVM's OpenMP for the clang-14 build of the tree).
-[ "${1:-}" = --tests ] && packages+=(python3-jinja2 chromium tmux clang-14 libclang-rt-14-dev libomp-14-dev)
+# tests/fuzz, scripts/fuzz.sh; LLVM's OpenMP for the clang-14 build of the tree), openssl
+# (the self-signed certificate of tests/cli_pull.sh's HTTPS hub).
+[ "${1:-}" = --tests ] && packages+=(python3-jinja2 chromium tmux clang-14 libclang-rt-14-dev libomp-14-dev openssl)
 SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO="sudo"
 # --tests on amd64: the aarch64 cross build run under qemu-user (scripts/test.sh's
