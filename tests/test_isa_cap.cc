@@ -90,7 +90,11 @@ TEST_CASE("ISA levels: the host check follows the CPU's features and architectur
   if (!h.amx_bf16) {
     std::string why;
     CHECK_FALSE(host_has_isa_level(IsaLevel::kAmx, &why));
-    CHECK(why.find("this CPU has no AMX") != std::string::npos);
+    // Where this build and CPU run the AVX-512 target AMX builds on, what is
+    // missing is AMX itself; otherwise (e.g. the sanitizer builds, which
+    // compile SSE4 only) the target is.
+    CHECK(why.find(host_has_isa_level(IsaLevel::kAvx512) ? "this CPU has no AMX" : "cannot cap at amx: this") !=
+          std::string::npos);
   }
 #endif
   if ((HWY_TARGETS & (HWY_SCALAR | HWY_EMU128)) == 0) {
