@@ -110,13 +110,7 @@ int32_t Sampler::sample_unordered(const float* logits, int64_t n) {
   return last;
 }
 
-int32_t Sampler::sample(float* logits, int64_t n, const int32_t* recent, int64_t n_recent) {
-  QKV_CHECK(n >= 1 && logits != nullptr, "sampling needs at least one logit");
-  apply_penalties(logits, n, recent, n_recent);
-  if (options_.temperature <= 0.0f) return argmax(logits, n);
-  const bool needs_order = (options_.top_k > 0 && options_.top_k < n) || options_.top_p < 1.0f;
-  if (!needs_order) return sample_unordered(logits, n);
-
+size_t Sampler::sorted_probabilities(const float* logits, int64_t n, std::vector<double>* probs) {
   // Candidates sorted by logit, cut to top-k.
   candidates_.resize(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) candidates_[i] = {logits[i], static_cast<int32_t>(i)};
@@ -135,7 +129,8 @@ int32_t Sampler::sample(float* logits, int64_t n, const int32_t* recent, int64_t
   // Softmax at the temperature, in double (probabilities of the kept candidates).
   const double inv_t = 1.0 / options_.temperature;
   const double top = candidates_[0].first;
-  std::vector<double> p(keep);
+  std::vector<double>& p = *probs;
+  p.assign(keep, 0.0);
   double sum = 0;
   for (size_t i = 0; i < keep; ++i) sum += p[i] = std::exp((candidates_[i].first - top) * inv_t);
   for (double& x : p) x /= sum;
@@ -156,6 +151,18 @@ int32_t Sampler::sample(float* logits, int64_t n, const int32_t* recent, int64_t
     }
     keep = k;
   }
+  return keep;
+}
+
+int32_t Sampler::sample(float* logits, int64_t n, const int32_t* recent, int64_t n_recent) {
+  QKV_CHECK(n >= 1 && logits != nullptr, "sampling needs at least one logit");
+  apply_penalties(logits, n, recent, n_recent);
+  if (options_.temperature <= 0.0f) return argmax(logits, n);
+  const bool needs_order = (options_.top_k > 0 && options_.top_k < n) || options_.top_p < 1.0f;
+  if (!needs_order) return sample_unordered(logits, n);
+
+  std::vector<double> p;
+  const size_t keep = sorted_probabilities(logits, n, &p);
   double total = 0;
   for (size_t i = 0; i < keep; ++i) total += p[i];
   double r = next_uniform() * total;
@@ -188,35 +195,11 @@ void Sampler::probabilities(float* logits, int64_t n, const int32_t* recent, int
     return;
   }
   // sample()'s sorted path: top-k, softmax, min-p, top-p, in that order.
-  std::vector<std::pair<float, int32_t>> c(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) c[i] = {logits[i], static_cast<int32_t>(i)};
-  auto by_logit = [](const std::pair<float, int32_t>& a, const std::pair<float, int32_t>& b) {
-    return a.first > b.first || (a.first == b.first && a.second < b.second);
-  };
-  size_t keep = c.size();
-  if (options_.top_k > 0 && static_cast<size_t>(options_.top_k) < keep) keep = static_cast<size_t>(options_.top_k);
-  std::partial_sort(c.begin(), c.begin() + static_cast<std::ptrdiff_t>(keep), c.end(), by_logit);
-  std::vector<double> q(keep);
-  double sum = 0;
-  for (size_t i = 0; i < keep; ++i) sum += q[i] = std::exp((c[i].first - c[0].first) * inv_t);
-  for (double& x : q) x /= sum;
-  if (options_.min_p > 0.0f) {
-    size_t k = 1;
-    while (k < keep && q[k] >= options_.min_p * q[0]) ++k;
-    keep = k;
-  }
-  if (options_.top_p < 1.0f) {
-    double mass = 0;
-    size_t k = 0;
-    while (k < keep) {
-      mass += q[k++];
-      if (mass >= options_.top_p) break;
-    }
-    keep = k;
-  }
+  std::vector<double> q;
+  const size_t keep = sorted_probabilities(logits, n, &q);
   double total = 0;
   for (size_t i = 0; i < keep; ++i) total += q[i];
-  for (size_t i = 0; i < keep; ++i) (*p)[static_cast<size_t>(c[i].second)] = q[i] / total;
+  for (size_t i = 0; i < keep; ++i) (*p)[static_cast<size_t>(candidates_[i].second)] = q[i] / total;
 }
 
 }  // namespace qkv

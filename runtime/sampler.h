@@ -7,6 +7,7 @@
 // same tokens).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <utility>
 #include <vector>
@@ -53,6 +54,10 @@ class Sampler {
  private:
   double next_uniform();  // [0, 1)
   int32_t sample_unordered(const float* logits, int64_t n);
+  // The sorted path of sample(): candidates_ sorted by logit and cut to
+  // top-k, probs their softmax at the temperature; returns how many of them
+  // min-p and top-p keep.
+  size_t sorted_probabilities(const float* logits, int64_t n, std::vector<double>* probs);
 
   SamplerOptions options_;
   uint64_t state_;

@@ -164,15 +164,6 @@ std::vector<int32_t> make_text(int64_t L, uint64_t stream, int32_t cls, int32_t 
   return t;
 }
 
-Json spread_json(const Spread& s) {
-  Json j = Json::object();
-  j.set("median", Json::number(s.median));
-  j.set("min", Json::number(s.min));
-  j.set("max", Json::number(s.max));
-  return j;
-}
-
-Json maybe(double v) { return v < 0 ? Json::null() : Json::number(v); }
 
 }  // namespace
 

@@ -21,9 +21,6 @@ std::string BenchReport::label() const {
   return model.name + " " + model.weight_type + " kv=" + model.kv_type + " t=" + std::to_string(threads);
 }
 
-namespace {
-
-// A value that does not apply (negative by convention) becomes null.
 Json maybe(double v) { return v < 0 ? Json::null() : Json::number(v); }
 
 Json spread_json(const Spread& s) {
@@ -33,6 +30,8 @@ Json spread_json(const Spread& s) {
   j.set("max", Json::number(s.max));
   return j;
 }
+
+namespace {
 
 // Fixed-width cell for a value that may not apply.
 std::string cell(double v, const char* fmt) {

@@ -102,6 +102,10 @@ struct BenchReport {
 // Fills every row's fma_peak_pct and dram_bw_pct from report.probe (N-thread figures).
 void apply_probe(BenchReport& report);
 
+// A value that does not apply (negative by convention) as null, else a number.
+Json maybe(double v);
+// {"median", "min", "max"}.
+Json spread_json(const Spread& s);
 Json probe_to_json(const ProbeResult& probe);
 Json report_to_json(const BenchReport& report);
 void print_probe(FILE* out, const ProbeResult& probe);
