@@ -6,6 +6,7 @@
 #include <doctest/doctest.h>
 
 #include <cstdlib>
+#include <filesystem>
 #include <string>
 
 #include "hwy/targets.h"
@@ -13,6 +14,7 @@
 #include "kernels/machine/cpu_features.h"
 #include "kernels/machine/isa_cap.h"
 #include "kernels/simd_target.h"
+#include "qkv.h"
 
 using namespace qkv;
 
@@ -179,4 +181,24 @@ TEST_CASE("set_isa_cap refuses once the kernels have read the CPU features") {
     }
   }
   CHECK_FALSE(isa_cap().has_value());
+}
+
+// QKV_ISA is read before main, so the check runs this suite again as a child
+// with a QKV_ISA no CPU has: there qkv_model_load refuses with the reason
+// (the library never ends its host program; the qkv executable exits 2).
+TEST_CASE("a QKV_ISA that cannot be honoured fails qkv_model_load with the reason") {
+  const char* env = std::getenv("QKV_ISA");
+  if (env != nullptr && std::string(env) == "no-such-level") {
+    CHECK(isa_cap_env_error().find("QKV_ISA=no-such-level: unknown ISA level 'no-such-level'") == 0);
+    CHECK_FALSE(isa_cap().has_value());
+    qkv_model* model = nullptr;
+    CHECK(qkv_model_load("tests/test_isa_cap.cc", nullptr, &model) != QKV_OK);  // a readable file
+    CHECK(model == nullptr);
+    CHECK(std::string(qkv_last_error()).find("QKV_ISA=no-such-level: unknown ISA level") != std::string::npos);
+    return;
+  }
+  const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
+  const std::string child = "QKV_ISA=no-such-level '" + self +
+                            "' --test-case='a QKV_ISA that cannot be honoured*' > /dev/null 2>&1";
+  CHECK(std::system(child.c_str()) == 0);
 }
