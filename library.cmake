@@ -15,9 +15,9 @@ set_target_properties(qkv_shared PROPERTIES VERSION ${PROJECT_VERSION} SOVERSION
                                             EXPORT_NAME qkv_shared)
 set_target_properties(qkv_static PROPERTIES EXPORT_NAME qkv_static)
 target_link_libraries(qkv_shared PRIVATE hwy::hwy ${QKV_ONEDNN_TARGET} OpenMP::OpenMP_CXX Threads::Threads
-  PkgConfig::PCRE2 PkgConfig::UTF8PROC)
+  PkgConfig::PCRE2 PkgConfig::UTF8PROC ${QKV_NUMA_LINK})
 # A static archive carries its dependencies' link lines to the consumer.
-target_link_libraries(qkv_static INTERFACE hwy::hwy ${QKV_ONEDNN_TARGET} OpenMP::OpenMP_CXX Threads::Threads pcre2-8 utf8proc)
+target_link_libraries(qkv_static INTERFACE hwy::hwy ${QKV_ONEDNN_TARGET} OpenMP::OpenMP_CXX Threads::Threads pcre2-8 utf8proc ${QKV_NUMA_LINK})
 
 # -fvisibility=hidden keeps qkv's own symbols private, but template code
 # instantiated from the standard library's and Highway's headers still comes out

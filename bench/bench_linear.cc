@@ -234,10 +234,11 @@ void BM_matmul(benchmark::State& state, DType t, int64_t rows, int64_t cols, int
   set_quant_gemm_packed(mode != 6);
   detail::set_matmul_small_bf16(mode != 7);
   set_quant_gemm_lanes(mode != 8);
+  set_quant_gemm_few(mode != 9);
   size_t i = 0;
   for (auto _ : state) {
     const Matrix m = w.matrix(i++);
-    if (mode == 0 || mode == 3 || (mode >= 5 && mode <= 8)) matmul(m, X.data(), M, Y.data());
+    if (mode == 0 || mode == 3 || (mode >= 5 && mode <= 9)) matmul(m, X.data(), M, Y.data());
     else if (mode == 4) for (int64_t k = 0; k < M; ++k) matvec(m, X.data() + k * cols, Y.data() + k * rows);
     else detail::matmul_onednn(m, X.data(), M, Y.data(),
                                mode == 1 ? detail::GemmPrecision::kF32 : detail::GemmPrecision::kBF16);
@@ -249,6 +250,7 @@ void BM_matmul(benchmark::State& state, DType t, int64_t rows, int64_t cols, int
   set_quant_gemm_packed(true);
   detail::set_matmul_small_bf16(true);
   set_quant_gemm_lanes(true);
+  set_quant_gemm_few(true);
   state.counters["FLOP/s"] = benchmark::Counter(2.0 * M * rows * cols * state.iterations(),
                                                 benchmark::Counter::kIsRate, benchmark::Counter::kIs1000);
   state.counters["peak_rss_MB"] = peak_rss_mb();
@@ -458,6 +460,21 @@ int register_all() {
                                              BM_matmul, t, s.rows, s.cols, 0, true);
       for (int64_t M : {2, 4, 8, 16}) b->Args({M, 2});
       b->UseRealTime();
+    }
+    // Speculative decoding's verify pass: 1 + k inputs against the weights
+    // from DRAM, the way the batch takes it (matmul), without the few-input
+    // pass (verify_stream_nofew: the packed kernel from 3 inputs) and one
+    // matvec per input; k = 0 is the decode step.
+    if (t == DType::Q4_0 || t == DType::Q4_K || t == DType::Q6_K) {
+      for (int mode : {0, 9, 4}) {
+        auto* b = benchmark::RegisterBenchmark(((mode == 0   ? "verify_stream/"
+                                                 : mode == 9 ? "verify_stream_nofew/"
+                                                             : "verify_stream_per_input/") +
+                                                std::string(dtype_name(t)) + "/" + shape).c_str(),
+                                               BM_matmul, t, s.rows, s.cols, mode, true);
+        for (int64_t M = 1; M <= 12; ++M) b->Args({M, 1})->Args({M, 2});
+        b->UseRealTime();
+      }
     }
   }
   // Row kernels per SIMD target, in L2 (256x2048) and from DRAM (5632x2048);

@@ -31,11 +31,15 @@ set(QKV_ONEDNN OFF CACHE BOOL "oneDNN for large batches (no co-installable arm64
 # The benchmarks compare against oneDNN, and speed means nothing under qemu.
 set(QKV_BUILD_BENCH OFF CACHE BOOL "Google Benchmark suites (none under emulation)")
 # The arm64 libc6 from multiarch provides /lib/ld-linux-aarch64.so.1 and the
-# libraries in /usr/lib/aarch64-linux-gnu; -L names the cross toolchain's
-# root, where qemu looks first for the loader and for absolute paths.
+# libraries in /lib/aarch64-linux-gnu, which the executables load under qemu
+# as on an ARM machine. No -L /usr/aarch64-linux-gnu: with it qemu takes the
+# loader from the cross toolchain's libc6-arm64-cross while the loader finds
+# libc.so.6 of the multiarch libc6:arm64, two builds of glibc (Debian 12:
+# 2.36-8cross1 and 2.36-9+deb12u*) whose private loader state differs, and
+# every thread creation (pthread_create, OpenMP) then hangs.
 find_program(QKV_QEMU_AARCH64 qemu-aarch64)
 if(NOT QKV_QEMU_AARCH64)
   message(FATAL_ERROR "qkv's aarch64 build runs its tests under qemu-aarch64: install the Debian package "
                       "'qemu-user' (scripts/setup.sh --tests installs it), then configure again.")
 endif()
-set(CMAKE_CROSSCOMPILING_EMULATOR ${QKV_QEMU_AARCH64} -L /usr/aarch64-linux-gnu)
+set(CMAKE_CROSSCOMPILING_EMULATOR ${QKV_QEMU_AARCH64})

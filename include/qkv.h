@@ -181,6 +181,7 @@ typedef struct {
                              with QKV_ERR_OUT_OF_MEMORY before allocating; 0: no limit */
   int threads;            /* OpenMP threads for this context's calls; 0: one per physical core */
   int64_t prefill_batch;  /* prompt tokens per forward batch; 0: 256 */
+  int threads_batch;      /* OpenMP threads for prompt passes (prefill); 0: as threads */
 } qkv_context_options;
 
 /* Fills options with the defaults (model's context, F16 cache, no limit, one thread per physical core). */

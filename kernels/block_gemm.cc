@@ -32,6 +32,9 @@ namespace {
 
 bool g_block_gemm_allowed = true;
 
+// Whether W's batch of M takes the tile kernel's one pass over a few inputs.
+bool takes_few(const Matrix& W, int64_t M) { return !W.row_groups && quant_gemm_few(W.type, static_cast<size_t>(M)); }
+
 // Activation bytes of one panel of inputs (L2 holds a panel and a row block).
 constexpr size_t kPanelBytes = 128 * 1024;
 
@@ -87,6 +90,7 @@ struct BatchActivations {
     table_types.clear();
     if (!packed) return;
     for (int i = 0; i < count; ++i) {
+      if (takes_few(Ws[i], M)) continue;
       const DType t = Ws[i].type;
       const auto key = std::make_pair(t, Ws[i].row_groups);
       if (std::find(table_types.begin(), table_types.end(), key) != table_types.end()) continue;
@@ -130,6 +134,7 @@ bool block_gemm_type(DType t, int64_t M) {
   // 8.1 against 11.6; Q4_K_M prefill 15.6 against 14.7, 16 sequences 12.9
   // against 11.7.
   if (!quant_gemm_available(t) && dtype_block_values(t) == 32 && M <= kMatmulSmallMaxM) return false;
+  if (quant_gemm_few(t, static_cast<size_t>(M))) return true;
   // Batches too small for the packed kernel go input by input through the
   // decode matvec (kernels/linear.cc); Q8_0's own matvec is not ggml's.
   if (t != DType::Q8_0 && static_cast<size_t>(M) < kQuantGemmPackedMinInputs) return false;
@@ -156,7 +161,11 @@ void matmul_block_gemm(const Matrix* Ws, float* const* Ys, int count, const floa
                        const QuantizedInputs* xq) {
   // The packed kernel decodes a row block once per panel for all its inputs
   // (groups of 32 rows); the tile kernel re-decodes each block per 4 inputs.
-  const bool packed = quant_gemm_packed(static_cast<size_t>(M));
+  // A few inputs of the 256-value types take the tile kernel's one pass
+  // (kernels/quant/vec_dot.h, takes_few), whichever matrices share the call.
+  bool all_few = true;
+  for (int i = 0; i < count; ++i) all_few = all_few && takes_few(Ws[i], M);
+  const bool packed = !all_few && quant_gemm_packed(static_cast<size_t>(M));
   const int64_t row_unit = packed ? 32 : 4;
   // Inputs per panel: a multiple of the tile kernel's 4, or of the packed
   // kernel's tiles, which its tables are laid out in (kernels/quant/vec_dot.h).
@@ -206,7 +215,7 @@ void matmul_block_gemm(const Matrix* Ws, float* const* Ys, int count, const floa
         quant_gemm(W.type, static_cast<const uint8_t*>(W.data) + r0 * rb, cols,
                    xa.act[a] + static_cast<size_t>(m0) * xa.bytes[a], static_cast<size_t>(m1 - m0),
                    Ys[i] + m0 * W.rows + r0, static_cast<size_t>(W.rows), static_cast<size_t>(r1 - r0),
-                   packed ? xa.tables_for(W, m0) : nullptr, static_cast<size_t>(M), W.row_groups);
+                   packed && !takes_few(W, M) ? xa.tables_for(W, m0) : nullptr, static_cast<size_t>(M), W.row_groups);
       }
     }
   });

@@ -34,6 +34,7 @@
 #include "runtime/tokenizer.h"
 #include "runtime/c_api_internal.h"
 #include "runtime/version.h"
+#include "runtime/weight_placement.h"
 
 using namespace qkv::capi;
 
@@ -109,6 +110,7 @@ qkv_status qkv_model_load(const char* path, const qkv_model_options* options, qk
         auto m = std::make_unique<qkv_model>();
         m->model = qkv::load_model(path);
         qkv::lay_out_weights(m->model);
+        qkv::place_weights(m->model);  // --numa (kernels/threads/placement.h)
         const int64_t vocab = m->model.config.vocab_size;
         if (tokenizer_path) {
           m->tokenizer = qkv::Tokenizer::load(tokenizer_path, vocab);
@@ -289,6 +291,8 @@ qkv_status qkv_context_create(qkv_model* model, int64_t n_seqs, const qkv_contex
     QKV_CHECK(o.context >= 0, "context size must not be negative (got ", o.context, "; 0 means the model's)");
     QKV_CHECK(o.threads >= 0, "thread count must not be negative (got ", o.threads, "; 0 means all cores)");
     QKV_CHECK(o.prefill_batch >= 0, "prefill batch must not be negative (got ", o.prefill_batch, ")");
+    QKV_CHECK(o.threads_batch >= 0, "batch thread count must not be negative (got ", o.threads_batch,
+              "; 0 means as threads)");
     const qkv::ModelConfig& c = model->model.config;
     qkv::DecoderOptions d;
     d.context = o.context;
@@ -296,6 +300,7 @@ qkv_status qkv_context_create(qkv_model* model, int64_t n_seqs, const qkv_contex
     d.memory_limit = o.memory_limit;
     d.n_seqs = n_seqs;
     if (o.prefill_batch > 0) d.prefill_batch = o.prefill_batch;
+    d.threads_batch = o.threads_batch;
 
     // Sized before anything is allocated: over the limit is an out-of-memory
     // status, not a bad argument.

@@ -11,6 +11,7 @@
 #include "kernels/linear.h"
 #include "kernels/ops.h"
 #include "kernels/quant/row_groups.h"
+#include "kernels/threads/cores.h"
 #include "kernels/threads/team.h"
 
 namespace qkv {
@@ -204,6 +205,7 @@ void Decoder::prefill_hidden(int64_t seq, const int32_t* tokens, int64_t n, floa
 
 const float* Decoder::prefill_impl(int64_t seq, const int32_t* tokens, int64_t n, float* all_logits,
                                    float* hidden) {
+  const OmpThreadsScope batch_threads(options_.threads_batch);
   QKV_CHECK(n >= 1, "prefill needs at least one token");
   check_tokens(tokens, n);
   const int64_t start = cache_.length(seq);

@@ -28,6 +28,8 @@ struct DecoderOptions {
   // threads with spinning syncs (kernels/threads/team.h); false: a parallel region
   // per kernel call, as a prefill does (same results; for comparisons).
   bool decode_team = true;
+  // OpenMP threads of prompt passes (prefill*); 0: the caller's count, as decode steps.
+  int threads_batch = 0;
 };
 
 // Inspection of one layer's attention during prefill: the softmax weights

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "kernels/error.h"
+#include "kernels/threads/cores.h"
 #include "runtime/decoder.h"
 
 namespace qkv {
@@ -24,6 +25,7 @@ void Decoder::prefill_hidden_multi(const int64_t* seqs, const int32_t* const* to
 // normed hidden state, in order, and no logits.
 const float* Decoder::prefill_multi_impl(const int64_t* seqs, const int32_t* const* tokens, const int64_t* counts,
                                          int64_t n, float* hidden) {
+  const OmpThreadsScope batch_threads(options_.threads_batch);
   QKV_CHECK(n >= 1 && seqs != nullptr && tokens != nullptr && counts != nullptr,
             "a multi-sequence prefill needs at least one sequence");
   QKV_CHECK(n <= options_.n_seqs, "a multi-sequence prefill of ", n, " sequences, but the decoder has ",

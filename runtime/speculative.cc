@@ -19,9 +19,25 @@ Speculator::Speculator(Decoder& target, int64_t seq, const SpeculativeOptions& o
       options_(options),
       sampler_(sampler),
       // Its own stream, apart from the plain sampler's (same seed, other draws).
-      state_(sampler.seed ^ 0x5bd1e9955bd1e995ull) {
+      state_(sampler.seed ^ 0x5bd1e9955bd1e995ull),
+      draft_cap_(options.draft_max) {
   QKV_CHECK(options.drafter != nullptr, "speculative decoding needs a drafter");
   check_speculative_options(options);
+}
+
+void Speculator::adapt(int64_t accepted, int64_t drafted) {
+  const int64_t floor = std::max<int64_t>(1, options_.draft_min);
+  if (accepted == drafted) {
+    draft_cap_ = std::min(options_.draft_max, draft_cap_ + 2);
+  } else {
+    draft_cap_ = std::max(floor, accepted + 1);
+  }
+  if (accepted > 0) {
+    backoff_ = 1;
+  } else if (drafted <= floor) {
+    skip_ = backoff_;
+    backoff_ = std::min<int64_t>(2 * backoff_, kMaxBackoff);
+  }
 }
 
 int32_t Speculator::take_pending() {
@@ -43,7 +59,12 @@ const float* Speculator::advance(const std::vector<int32_t>& history, int64_t ma
   QKV_CHECK(!history.empty(), "speculative decoding: an empty history");
   QKV_CHECK(pending_.empty(), "speculative decoding: tokens of the last verify pass are still pending");
   const int32_t token = history.back();
-  const int64_t k_max = std::min(options_.draft_max, max_draft);
+  if (skip_ > 0) {
+    --skip_;
+    ++stats_.plain_steps;
+    return target_.step(seq_, token);
+  }
+  const int64_t k_max = std::min(draft_cap_, max_draft);
   draft_.clear();
   if (k_max >= 1) options_.drafter->draft(history, k_max, &draft_);
   if (static_cast<int64_t>(draft_.size()) > k_max) draft_.resize(static_cast<size_t>(k_max));
@@ -90,6 +111,7 @@ const float* Speculator::advance(const std::vector<int32_t>& history, int64_t ma
     }
     pending_.push_back(chosen);
     stats_.accepted += i;
+    if (options_.adaptive) adapt(i, k);
     // The cache keeps the fed token and the i accepted drafts.
     target_.cache().truncate(seq_, start + 1 + i);
     break;

@@ -8,8 +8,10 @@ set -euo pipefail
 # npm: its tests (the load balancer in front of two replicas, raw SSE, the OpenAI client).
 # libpcre2-dev, libutf8proc-dev: tokenizer pre-splits and Unicode normalization.
 # libcurl4-openssl-dev, libssl-dev: qkv pull's HTTPS downloads and their sha256.
+# libnuma-dev: NUMA nodes and weight placement for --numa (optional: QKV_NUMA, third_party/numa.cmake).
 packages=(cmake g++ make pkg-config libhwy-dev libdnnl-dev ocl-icd-opencl-dev doctest-dev libbenchmark-dev
-          libcpp-httplib-dev nlohmann-json3-dev libpcre2-dev libutf8proc-dev nginx curl libcurl4-openssl-dev libssl-dev)
+          libcpp-httplib-dev nlohmann-json3-dev libpcre2-dev libutf8proc-dev nginx curl libcurl4-openssl-dev libssl-dev
+          libnuma-dev)
 # Node from another source (e.g. NodeSource, which bundles npm) is used as it is.
 command -v node >/dev/null || packages+=(nodejs)
 command -v npm >/dev/null || packages+=(npm)

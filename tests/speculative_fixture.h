@@ -27,12 +27,13 @@ inline std::vector<int32_t> plain_greedy(Decoder& dec, const std::vector<int32_t
 // decoding's would (prompt and every generated token but the last).
 inline std::vector<int32_t> speculative_tokens(Decoder& dec, Drafter& drafter, const std::vector<int32_t>& prompt,
                                                int64_t n_new, const SamplerOptions& sampling, int64_t draft_max,
-                                               SpeculativeStats* stats = nullptr) {
+                                               SpeculativeStats* stats = nullptr, bool adaptive = true) {
   const int64_t start = dec.position(0);
   const float* logits = dec.prefill(0, prompt.data(), static_cast<int64_t>(prompt.size()));
   SpeculativeOptions so;
   so.drafter = &drafter;
   so.draft_max = draft_max;
+  so.adaptive = adaptive;
   Speculator spec(dec, 0, so, sampling);
   Sampler sampler(sampling);
   std::vector<int32_t> history = prompt, out;

@@ -19,6 +19,17 @@ namespace {
 constexpr double u = 0x1p-24;
 constexpr size_t kSizes[] = {1, 3, 7, 16, 17, 33, 100, 576, 1003};
 
+// a * b rounded to float on its own. The references below are written as
+// a * b - c * d, and gcc contracts that into a fused multiply-add where the
+// target has one (it does by default for GNU C: -ffp-contract=fast), e.g. on
+// aarch64, which skips a rounding; the kernels build with -ffp-contract=off
+// and round every product, as x86's SSE4 baseline must. The volatile store
+// makes the reference round each product on every target and compiler.
+float product(float a, float b) {
+  volatile float p = a * b;
+  return p;
+}
+
 std::vector<float> random_vec(size_t n, uint32_t seed, float lo = -3.0f, float hi = 3.0f) {
   std::mt19937 rng(seed);
   std::uniform_real_distribution<float> d(lo, hi);
@@ -70,8 +81,8 @@ TEST_CASE("rope is llama2.c's float formula exactly, and close to the exact rota
       const float val = static_cast<float>(pos) * freq;
       const float fcr = cosf(val), fci = sinf(val);
       const float v0 = l[i], v1 = l[i + 1];
-      l[i] = v0 * fcr - v1 * fci;
-      l[i + 1] = v0 * fci + v1 * fcr;
+      l[i] = product(v0, fcr) - product(v1, fci);
+      l[i + 1] = product(v0, fci) + product(v1, fcr);
     }
     CHECK(x == l);
     for (size_t h = 0; h < n_heads; ++h) {
@@ -139,8 +150,8 @@ TEST_CASE("rope_rotate on every SIMD target is the scalar formula bit for bit, b
           const size_t i = h * head_dim + (style == RopeStyle::Neox ? k : 2 * k);
           const size_t j = i + (style == RopeStyle::Neox ? half : 1);
           const float v0 = x0[i], v1 = x0[j];
-          want[i] = v0 * cs[2 * k] - v1 * cs[2 * k + 1];
-          want[j] = v0 * cs[2 * k + 1] + v1 * cs[2 * k];
+          want[i] = product(v0, cs[2 * k]) - product(v1, cs[2 * k + 1]);
+          want[j] = product(v0, cs[2 * k + 1]) + product(v1, cs[2 * k]);
         }
       }
       qkv::testing::for_each_simd_target([&] {

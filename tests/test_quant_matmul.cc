@@ -111,9 +111,12 @@ void check_packed(const TestMatrix& w, const std::vector<float>& X, int64_t M, c
 
 // The integer block GEMM (AVX-512 VNNI CPUs) must give, for every input, the
 // scalar ggml kernel's result on that input's activation blocks bit for bit
-// (the tile kernel), or be within check_packed's bound (the packed kernel).
+// (the tile kernel, and its one pass over a few inputs), or be within
+// check_packed's bound (the packed kernel).
 void check_block_gemm(const TestMatrix& w, const std::vector<float>& X, int64_t M, const std::vector<float>& Y) {
-  if (quant_gemm_packed(static_cast<size_t>(M))) return check_packed(w, X, M, Y);
+  if (quant_gemm_packed(static_cast<size_t>(M)) && !quant_gemm_few(w.m.type, static_cast<size_t>(M))) {
+    return check_packed(w, X, M, Y);
+  }
   const int64_t rows = w.m.rows, cols = w.m.cols;
   const DType t = w.m.type;
   std::vector<uint8_t> xa(act_bytes(t, static_cast<size_t>(cols)));
@@ -194,7 +197,7 @@ TEST_CASE("the inputs-in-lanes kernel equals the packed kernel bit for bit") {
   // 8-row tiles and 16-row blocks, short and long rows, 8 to 16 inputs. And a
   // batch of the packed kernel whose last panel (of the block GEMM's slices,
   // 234 inputs at 2080 columns) has 12 inputs, which stay packed.
-  // The K-quants the same from 12 inputs (11: the packed kernel both times),
+  // The K-quants the same from 12 inputs (11: the few-input pass both times),
   // at one, six and nine super-blocks per row.
   std::mt19937 g(23);
   for (DType t : {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::IQ4_NL, DType::Q8_0, DType::Q2_K,
@@ -237,11 +240,13 @@ TEST_CASE("the integer block GEMM equals the scalar ggml kernel per input at til
     if (!detail::block_gemm_type(t, 61)) continue;  // no AVX-512 VNNI here
     CAPTURE(dtype_name(t));
     // Rows of one tile minus one, of several row blocks (and a partial one),
-    // and columns past one group of 16 scale blocks (32-value types).
+    // and columns past one group of 16 scale blocks (32-value types). The
+    // K-quants' 2 .. 11 inputs take one pass (9 and 11: two groups of inputs
+    // over blocks of rows).
     const int64_t cols = dtype_block_values(t) == 32 ? 1056 : 3072;
     for (int64_t rows : {3, 5, 203}) {
       const TestMatrix w = random_matrix(t, rows, cols, g);
-      for (int64_t M : {2, 7, 61}) {
+      for (int64_t M : {2, 7, 9, 11, 61}) {
         for (int threads : {1, 2}) {
           CAPTURE(rows);
           CAPTURE(M);

@@ -175,7 +175,7 @@ TEST_CASE("the packed GEMM on row groups equals it on the rows") {
 
 TEST_CASE("matvec and matmul on a row-group matrix") {
   // matvec: row_group_dot's outputs. Batches: from 3 inputs the packed block
-  // GEMM, equal to it on the rows (inputs-in-lanes kernel off); 2 inputs, or
+  // GEMM, equal to it on the rows (inputs-in-lanes and few-input passes off); 2 inputs, or
   // the packed kernel switched off: input by input, row_group_dot's outputs.
   if (!quant_gemm_available(DType::Q4_0)) {
     MESSAGE("SKIPPED: no AVX-512 VNNI here (row groups are laid out only where the block GEMM runs)");
@@ -204,7 +204,9 @@ TEST_CASE("matvec and matmul on a row-group matrix") {
         set_quant_gemm_packed(true);
         if (M >= 3 && packed_kernel) {
           set_quant_gemm_lanes(false);
+          set_quant_gemm_few(false);
           matmul(on_rows, X.data(), M, want.data());
+          set_quant_gemm_few(true);
           set_quant_gemm_lanes(true);
         } else {
           std::vector<uint8_t> xa(act_bytes(t, cols));

@@ -6,6 +6,7 @@
 // bad options and mismatched vocabularies.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <memory>
 #include <string>
 #include <vector>
@@ -104,6 +105,58 @@ TEST_CASE("speculative greedy decoding equals plain greedy decoding on random-we
     CHECK(st.accepted == st.drafted);
     CHECK(st.verify_passes <= 100 / 8 + 2);
   }
+}
+
+// Drafts a token greedy decoding never emits: every round is rejected.
+class WrongDrafter : public Drafter {
+ public:
+  explicit WrongDrafter(int32_t token) : token_(token) {}
+  void draft(const std::vector<int32_t>&, int64_t max_tokens, std::vector<int32_t>* out) override {
+    out->assign(static_cast<size_t>(max_tokens), token_);
+  }
+
+ private:
+  int32_t token_;
+};
+
+TEST_CASE("the adaptive draft length backs off from a drafter that is never right and grows for one that is") {
+  const Model target = make_synthetic_model(synthetic_preset("tiny"), DType::F32, 11);
+  SamplerOptions greedy;
+  greedy.temperature = 0;
+  const std::vector<int32_t> prompt = repeating_prompt(512, 40, 9, 3);
+  Decoder plain_dec(target, f32_cache());
+  const std::vector<int32_t> want = test::plain_greedy(plain_dec, prompt, 200);
+  int32_t never = 0;
+  while (std::find(want.begin(), want.end(), never) != want.end()) ++never;
+
+  WrongDrafter wrong(never);
+  Decoder fixed_dec(target, f32_cache());
+  SpeculativeStats fixed;
+  CHECK(test::speculative_tokens(fixed_dec, wrong, prompt, 200, greedy, 8, &fixed, false) == want);
+  CHECK(fixed.accepted == 0);
+  // A round per token after the first but the last (no room left to draft),
+  // the last 7 rounds drafting 7, 6, ..., 1 (the room left).
+  CHECK(fixed.verify_passes == 198);
+  CHECK(fixed.drafted == 191 * 8 + 28);
+
+  Decoder adaptive_dec(target, f32_cache());
+  SpeculativeStats adaptive;
+  CHECK(test::speculative_tokens(adaptive_dec, wrong, prompt, 200, greedy, 8, &adaptive) == want);
+  CHECK(adaptive.accepted == 0);
+  // 8 tokens, then single ones with 0, 1, 2, 4, 8, 16, 32, 32 ... plain steps
+  // before them: rounds at steps 1, 2, 4, 7, 12, 21, 38, 71, 104, 137, 170.
+  CHECK(adaptive.verify_passes == 11);
+  CHECK(adaptive.drafted == adaptive.verify_passes - 1 + 8);
+  CHECK(adaptive.verify_passes + adaptive.plain_steps == 199);
+
+  // The target drafting for itself: every round accepted, the draft length
+  // grows back to draft_max.
+  Decoder self_dec(target, f32_cache());
+  DraftModelDrafter self(target, 0.0f, self_dec.context(), DType::F32);
+  SpeculativeStats all;
+  CHECK(test::speculative_tokens(self_dec, self, prompt, 200, greedy, 8, &all) == want);
+  CHECK(all.accepted == all.drafted);
+  CHECK(all.verify_passes <= 200 / 8 + 2);
 }
 
 TEST_CASE("after speculative generation the cache continues like plain decoding's") {

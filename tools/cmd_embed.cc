@@ -19,6 +19,7 @@
 #include "tools/args.h"
 #include "tools/commands.h"
 #include "tools/models/model_ref.h"
+#include "tools/thread_flags.h"
 
 namespace qkv::tools {
 
@@ -290,7 +291,7 @@ int cmd_embed(int argc, char** argv) {
   opts.dimensions = o.dimensions;
   opts.truncate = o.truncate ? 1 : 0;
   opts.batch_tokens = o.batch;
-  opts.threads = o.threads;
+  opts.threads = batch_threads(o.threads);  // embedding is all prompt passes
   const int pooling = o.pooling == QKV_POOLING_DEFAULT ? qkv_model_pooling(model.get()) : o.pooling;
   int64_t width = 0;
   check(qkv_embed_dimension(model.get(), &opts, &width), "bad embedding options");

@@ -14,6 +14,7 @@
 #include "kernels/machine/arm_features.h"
 #include "kernels/machine/cpu_features.h"
 #include "kernels/machine/isa_cap.h"
+#include "kernels/quant/vec_dot_arm_dotprod.h"
 #include "kernels/simd_target.h"
 #include "kernels/threads/cores.h"
 #include "kernels/threads/wait.h"
@@ -51,6 +52,9 @@ int print_cpu(const char* isa) {
 #if defined(__aarch64__)
   // The x86 line above has nothing to say here; this is what the ARM core runs.
   std::printf("arm: %s\n", describe_arm_features(arm_features()).c_str());
+  std::printf("block-type matvec (decode): Q4_0/Q4_1/IQ4_NL: %s; Q4_K/Q6_K: %s; Q5_0/Q5_1/Q2_K/Q3_K/Q5_K/IQ4_XS: %s\n",
+              arm_matvec_kernel_name(DType::Q4_0), arm_matvec_kernel_name(DType::Q4_K),
+              arm_matvec_kernel_name(DType::Q5_0));
 #endif
   std::printf("batched-decode GEMM (2-16 sequences): F16/BF16 weights: %s; F32 weights: %s; "
               "K-quants/IQ4_XS: %s; Q4_0/Q8_0/32-value blocks: %s\n",

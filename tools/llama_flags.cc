@@ -20,7 +20,6 @@ const LlamaFlag kLlamaFlags[] = {
     {{"-sys", "--system-prompt", nullptr}, true, "--system", nullptr, "run chat"},
     {{"--chat-template-file", nullptr, nullptr}, true, "--chat-template", nullptr, "run chat"},
     {{"--ctx-size", nullptr, nullptr}, true, "-c", nullptr, "run chat serve perplexity"},
-    {{"-tb", "--threads-batch", nullptr}, true, nullptr, "qkv's -t serves prompts and generation alike", nullptr},
 };
 const int kLlamaFlagCount = static_cast<int>(sizeof(kLlamaFlags) / sizeof(kLlamaFlags[0]));
 

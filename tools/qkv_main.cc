@@ -10,6 +10,7 @@
 #include "tools/llama_flags.h"
 #include "tools/models/commands.h"
 #include "tools/models/model_ref.h"
+#include "tools/thread_flags.h"
 #include "tools/wait_policy.h"
 
 namespace {
@@ -48,8 +49,10 @@ void print_usage(FILE* out) {
   std::fprintf(out, "\n'qkv <command> --help' describes a command's options. Every command also takes\n"
                     "  --poll N     how long a waiting thread spins before it blocks: 0..100 microseconds\n"
                     "               (default 50; 0 suits a machine busy with other work)\n"
+                    "%s"
                     "Commands that load a model (-m PATH) also take -m hf:OWNER/REPO[:QUANT] or -hf OWNER/REPO[:QUANT]\n"
-                    "(pulled first, as 'qkv pull') and -m ollama:NAME[:TAG] (Ollama's store, read in place).\n");
+                    "(pulled first, as 'qkv pull') and -m ollama:NAME[:TAG] (Ollama's store, read in place).\n",
+               qkv::tools::kThreadFlagsHelp);
 }
 
 }  // namespace
@@ -74,6 +77,7 @@ int main(int argc, char** argv) {
     if (name == c.name) {
       int command_argc = argc - 1;
       if (qkv::tools::take_poll_flag(&command_argc, argv + 1) < 0) return 2;
+      if (!qkv::tools::take_thread_flags(&command_argc, argv + 1)) return 2;
       qkv::tools::apply_llama_flags(&command_argc, argv + 1);
       try {
         char** command_argv = qkv::tools::models::apply_model_flags(&command_argc, argv + 1);

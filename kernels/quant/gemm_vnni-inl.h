@@ -15,6 +15,40 @@
 // (4 registers, and 4 of permuted scales for the K-quants) fit the 32 zmm.
 constexpr size_t kGemmR = 4, kGemmC = 4;
 
+// One super-block of a row against the tile kernels' inputs: the block unpacked
+// (u) with its sub-block scales per lane (sc4, from KUnpack), and one input's
+// activation block added into that input's accumulators in the matvec's order.
+template <class Dec>
+QKV_VNNI_INLINE float KUnpack(const uint8_t* b, const __m512i idx[4], __m512i u[4], __m512i sc4[4]) {
+  const __m512i sc = Dec::Unpack(b, u);
+  if constexpr (Dec::kMadd16) {
+    const __m512i sc2 = _mm512_or_si512(_mm512_and_si512(sc, _mm512_set1_epi32(0xFFFF)), _mm512_slli_epi32(sc, 16));
+    for (int k = 0; k < 4; ++k) sc4[k] = _mm512_permutexvar_epi32(idx[k], sc2);
+  } else {
+    for (int k = 0; k < 4; ++k) sc4[k] = _mm512_permutexvar_epi32(idx[k], sc);
+  }
+  return Dec::D(b);
+}
+
+template <class Dec>
+QKV_VNNI_INLINE void KDotBlock(const uint8_t* b, const __m512i u[4], const __m512i sc4[4], float dw,
+                               const VnniActK& act, VnniRow* row) {
+  Dec::Mins(b, act, row);
+  __m512i s = _mm512_setzero_si512();
+  for (int k = 0; k < 4; ++k) {
+    if constexpr (Dec::kMadd16) {
+      __m512i p = _mm512_maddubs_epi16(u[k], act.q[k]);
+      if (Dec::kOffset != 0) p = _mm512_sub_epi16(p, act.corr[k]);
+      s = _mm512_dpwssd_epi32(s, p, sc4[k]);
+    } else {
+      const __m512i p = _mm512_dpbusd_epi32(act.corr[k], u[k], act.q[k]);
+      s = _mm512_add_epi32(s, _mm512_mullo_epi32(p, sc4[k]));
+    }
+  }
+  const __m256i lanes = _mm256_add_epi32(_mm512_castsi512_si256(s), _mm512_extracti64x4_epi64(s, 1));
+  row->acc = _mm256_fmadd_ps(_mm256_set1_ps(act.d * dw), _mm256_cvtepi32_ps(lanes), row->acc);
+}
+
 // Tile of 256-value super-blocks: rows w + r * stride, inputs a + c * nb
 // (nb blocks each), y[c * ldy + r].
 template <class Dec, size_t R, size_t C>
@@ -34,30 +68,8 @@ QKV_VNNI_TARGET void KTileVnni(const uint8_t* HWY_RESTRICT w, size_t stride, siz
       const uint8_t* b = w + r * stride + i * sizeof(B);
       if (prefetch) PrefetchSpan<sizeof(B)>(b + kPrefetchBytes);
       __m512i u[4], sc4[4];
-      const __m512i sc = Dec::Unpack(b, u);
-      if constexpr (Dec::kMadd16) {
-        const __m512i sc2 = _mm512_or_si512(_mm512_and_si512(sc, _mm512_set1_epi32(0xFFFF)), _mm512_slli_epi32(sc, 16));
-        for (int k = 0; k < 4; ++k) sc4[k] = _mm512_permutexvar_epi32(idx[k], sc2);
-      } else {
-        for (int k = 0; k < 4; ++k) sc4[k] = _mm512_permutexvar_epi32(idx[k], sc);
-      }
-      const float dw = Dec::D(b);
-      QKV_UNROLL for (size_t c = 0; c < C; ++c) {
-        Dec::Mins(b, act[c], &row[r][c]);
-        __m512i s = _mm512_setzero_si512();
-        for (int k = 0; k < 4; ++k) {
-          if constexpr (Dec::kMadd16) {
-            __m512i p = _mm512_maddubs_epi16(u[k], act[c].q[k]);
-            if (Dec::kOffset != 0) p = _mm512_sub_epi16(p, act[c].corr[k]);
-            s = _mm512_dpwssd_epi32(s, p, sc4[k]);
-          } else {
-            const __m512i p = _mm512_dpbusd_epi32(act[c].corr[k], u[k], act[c].q[k]);
-            s = _mm512_add_epi32(s, _mm512_mullo_epi32(p, sc4[k]));
-          }
-        }
-        const __m256i lanes = _mm256_add_epi32(_mm512_castsi512_si256(s), _mm512_extracti64x4_epi64(s, 1));
-        row[r][c].acc = _mm256_fmadd_ps(_mm256_set1_ps(act[c].d * dw), _mm256_cvtepi32_ps(lanes), row[r][c].acc);
-      }
+      const float dw = KUnpack<Dec>(b, idx, u, sc4);
+      QKV_UNROLL for (size_t c = 0; c < C; ++c) KDotBlock<Dec>(b, u, sc4, dw, act[c], &row[r][c]);
     }
   }
   for (size_t r = 0; r < R; ++r) {
@@ -179,12 +191,83 @@ struct Gemm32Tile {
   }
 };
 
+// Rows one at a time against all M (2 .. kQuantGemmFewMaxInputs) inputs at once: a
+// single pass over the weights, each block unpacked once for every input, the
+// inputs' activation blocks loaded (LoadActK) once per call instead of once
+// per row tile. Tiles of kGemmC inputs would pass over the rows ceil(M / 4)
+// times (from memory each time when the matrix is larger than L2) and take
+// their remainder inputs one at a time. Per (row, input) the operations and
+// their order are KTileVnni's, so the outputs equal quant_dot_rows' bit for
+// bit here too.
+template <class Dec, size_t C>
+QKV_VNNI_TARGET void KFewVnni(const uint8_t* HWY_RESTRICT w, size_t stride, size_t nb,
+                              const VnniActK* HWY_RESTRICT acts, float* HWY_RESTRICT y, size_t ldy, size_t n_rows) {
+  using B = typename Dec::Block;
+  __m512i idx[4];
+  SubBlockLanes<Dec::kSub>(idx);
+  for (size_t r = 0; r < n_rows; ++r) {
+    VnniRow row[C];
+    for (size_t c = 0; c < C; ++c) row[c] = VnniRow{_mm256_setzero_ps(), _mm_setzero_ps(), 0.0f};
+    for (size_t i = 0; i < nb; ++i) {
+      const uint8_t* b = w + r * stride + i * sizeof(B);
+      PrefetchSpan<sizeof(B)>(b + kPrefetchBytes);
+      __m512i u[4], sc4[4];
+      const float dw = KUnpack<Dec>(b, idx, u, sc4);
+      _Pragma("GCC unroll 8") for (size_t c = 0; c < C; ++c) KDotBlock<Dec>(b, u, sc4, dw, acts[c * nb + i], &row[c]);
+    }
+    for (size_t c = 0; c < C; ++c) y[c * ldy + r] = Dec::Finish(row[c]);
+  }
+}
+
+template <class Dec>
+QKV_VNNI_INLINE void KFewVnniN(size_t C, const uint8_t* w, size_t stride, size_t nb, const VnniActK* acts, float* y,
+                               size_t ldy, size_t n_rows) {
+  switch (C) {
+    case 1: return KFewVnni<Dec, 1>(w, stride, nb, acts, y, ldy, n_rows);
+    case 2: return KFewVnni<Dec, 2>(w, stride, nb, acts, y, ldy, n_rows);
+    case 3: return KFewVnni<Dec, 3>(w, stride, nb, acts, y, ldy, n_rows);
+    case 4: return KFewVnni<Dec, 4>(w, stride, nb, acts, y, ldy, n_rows);
+    case 5: return KFewVnni<Dec, 5>(w, stride, nb, acts, y, ldy, n_rows);
+    case 6: return KFewVnni<Dec, 6>(w, stride, nb, acts, y, ldy, n_rows);
+    case 7: return KFewVnni<Dec, 7>(w, stride, nb, acts, y, ldy, n_rows);
+    default: return KFewVnni<Dec, 8>(w, stride, nb, acts, y, ldy, n_rows);
+  }
+}
+
+// More than 8 inputs (whose accumulators would not fit the registers) go in
+// two balanced groups over blocks of rows small enough (kFewRowBytes) that the
+// second group finds them in L2.
+constexpr size_t kFewGroupInputs = 8, kFewRowBytes = 128 * 1024;
+
+template <class Dec>
+QKV_VNNI_TARGET void KGemmFew(const uint8_t* base, size_t stride, size_t nb, const BlockQ8_K* a, size_t M, float* y,
+                              size_t ldy, size_t n_rows) {
+  // Bytes, aligned by hand: the vector's allocator does not give VnniActK
+  // its 64-byte alignment here.
+  static thread_local std::vector<uint8_t> buf;
+  buf.resize((M * nb + 1) * sizeof(VnniActK));
+  auto* acts = reinterpret_cast<VnniActK*>((reinterpret_cast<uintptr_t>(buf.data()) + 63) & ~uintptr_t{63});
+  for (size_t i = 0; i < M * nb; ++i) LoadActK<Dec::kOffset, Dec::kMadd16>(a[i], &acts[i]);
+  if (M <= kFewGroupInputs) return KFewVnniN<Dec>(M, base, stride, nb, acts, y, ldy, n_rows);
+  const size_t first = (M + 1) / 2;
+  const size_t rows_per = std::max<size_t>(1, kFewRowBytes / stride);
+  for (size_t r0 = 0; r0 < n_rows; r0 += rows_per) {
+    const size_t n = std::min(rows_per, n_rows - r0);
+    KFewVnniN<Dec>(first, base + r0 * stride, stride, nb, acts, y + r0, ldy, n);
+    KFewVnniN<Dec>(M - first, base + r0 * stride, stride, nb, acts + first * nb, y + first * ldy + r0, ldy, n);
+  }
+}
+
 template <class Dec>
 QKV_VNNI_TARGET void KGemm(const uint8_t* base, size_t cols, const void* xa, size_t M, float* y, size_t ldy,
                            size_t n_rows) {
   const size_t nb = cols / kQK;
   const KGemmTile<Dec> tile{base, nb * sizeof(typename Dec::Block), nb, static_cast<const BlockQ8_K*>(xa), y, ldy};
-  GemmTiles(n_rows, M, tile);
+  if (M >= 2 && M <= kQuantGemmFewMaxInputs) {
+    KGemmFew<Dec>(base, nb * sizeof(typename Dec::Block), nb, static_cast<const BlockQ8_K*>(xa), M, y, ldy, n_rows);
+  } else {
+    GemmTiles(n_rows, M, tile);
+  }
 }
 
 // The activation scales d (and Q8_1's s) of the M inputs as f32, each input's

@@ -10,6 +10,7 @@
 #include "kernels/error.h"
 #include "kernels/quant/activation.h"
 #include "kernels/quant/row_groups.h"
+#include "kernels/quant/vec_dot_arm_dotprod.h"
 #include "kernels/transpose16x16.h"
 #include "hwy/aligned_allocator.h"
 #include "hwy/cache_control.h"
@@ -545,6 +546,7 @@ void quantize_activation(DType t, const float* x, size_t n, void* out) {
 void quant_dot_rows(DType t, const void* rows, size_t cols, const void* xa, float* y, size_t n_rows) {
   QKV_CHECK(dtype_is_quantized(t) && dtype_row_ok(t, cols), "quant_dot_rows: ", cols, " columns of ",
             dtype_name(t));
+  if (arm_dotprod_takes(t) && arm_dotprod_dot_rows(t, rows, cols, xa, y, n_rows)) return;
   HWY_DYNAMIC_DISPATCH(DotRows)(t, rows, cols, xa, y, n_rows, true);
 }
 
@@ -575,6 +577,7 @@ const char* quant_gemm_name() { return HWY_DYNAMIC_DISPATCH(GemmName)(); }
 namespace {
 bool g_packed_allowed = true;
 bool g_lanes_allowed = true;
+bool g_few_allowed = true;
 }  // namespace
 
 // The packed kernel exists where the tile kernel's VNNI family does (quant_gemm_available).
@@ -595,6 +598,13 @@ bool quant_gemm_lanes(DType t, size_t M) {
 }
 
 void set_quant_gemm_lanes(bool allowed) { g_lanes_allowed = allowed; }
+
+bool quant_gemm_few(DType t, size_t M) {
+  return g_few_allowed && M >= 2 && M <= kQuantGemmFewMaxInputs && dtype_is_quantized(t) &&
+         dtype_block_values(t) == 256 && quant_gemm_available(t);
+}
+
+void set_quant_gemm_few(bool allowed) { g_few_allowed = allowed; }
 
 size_t quant_gemm_table_floats(DType t, size_t cols, size_t M, bool lanes) {
   // Both layouts take the same floats per input; the lanes one has 16 input lanes whatever M.

@@ -28,8 +28,9 @@ void quantize_activation(DType t, const float* x, size_t n, void* out);
 // (row stride dtype_row_bytes(t, cols)); xa from quantize_activation(t, ...).
 // AVX-512 VNNI kernels where the CPU has them (kernels/quant/vec_dot_vnni-inl.h),
 // 256-bit vpmaddubsw kernels on AVX2 / AVX-512 without VNNI
-// (kernels/quant/vec_dot_hwy-inl.h), else the scalar ones; all give the same
-// results.
+// (kernels/quant/vec_dot_hwy-inl.h), the Armv8 SDOT kernels on aarch64 cores
+// with the dot product (kernels/quant/vec_dot_arm_dotprod.h), else the scalar
+// ones; all give the same results.
 void quant_dot_rows(DType t, const void* rows, size_t cols, const void* xa, float* y, size_t n_rows);
 // The same with the scalar kernels on any CPU (the reference for the SIMD ones).
 void quant_dot_rows_scalar(DType t, const void* rows, size_t cols, const void* xa, float* y, size_t n_rows);
@@ -92,5 +93,19 @@ bool quant_gemm_packed(size_t M);
 void set_quant_gemm_packed(bool allowed);
 bool quant_gemm_lanes(DType t, size_t M);
 void set_quant_gemm_lanes(bool allowed);
+// Batches of 2 .. kQuantGemmFewMaxInputs inputs of the 256-value types take
+// the tile kernel in one pass where quant_gemm_few(t, M) (quant_gemm without
+// tables; kernels/quant/gemm_vnni-inl.h KFewVnni: each row against every
+// input, each block unpacked once; every output equal to quant_dot_rows' bit
+// for bit), not the packed kernel, whose decoding outweighs a few inputs'
+// dot products, nor one matvec per input, which reads the weights M times: a
+// 5632x2048 Q4_K matrix streamed from memory, one thread, 5 inputs: 0.94 ms
+// against 1.58 (packed) and 1.35 (per input), 0.34 for one input
+// (bench_linear '^verify_stream(_nofew|_per_input)?/q4_k/5632x2048/[0-9]+/1').
+// Never after set_quant_gemm_few(false) (tests and benchmarks).
+constexpr size_t kQuantGemmFewMaxInputs = 11;
+static_assert(kQuantGemmFewMaxInputs < kQuantGemmLanesMinInputsK, "the lanes kernel takes the K-quants' larger batches");
+bool quant_gemm_few(DType t, size_t M);
+void set_quant_gemm_few(bool allowed);
 
 }  // namespace qkv

@@ -48,4 +48,14 @@ int physical_cores() {
   return n;
 }
 
+OmpThreadsScope::OmpThreadsScope(int threads) {
+  if (threads <= 0) return;
+  saved_ = omp_get_max_threads();
+  omp_set_num_threads(threads);
+}
+
+OmpThreadsScope::~OmpThreadsScope() {
+  if (saved_ > 0) omp_set_num_threads(saved_);
+}
+
 }  // namespace qkv

@@ -16,4 +16,18 @@ int physical_cores();
 // The thread count a call given `requested` (0: the default) runs on.
 inline int threads_or_default(int requested) { return requested > 0 ? requested : physical_cores(); }
 
+// Sets the calling thread's OpenMP thread count to `threads` for the scope's
+// life (0: leaves it as it is), then puts the previous count back: a prompt
+// pass on --threads-batch threads inside a call that runs on -t.
+class OmpThreadsScope {
+ public:
+  explicit OmpThreadsScope(int threads);
+  ~OmpThreadsScope();
+  OmpThreadsScope(const OmpThreadsScope&) = delete;
+  OmpThreadsScope& operator=(const OmpThreadsScope&) = delete;
+
+ private:
+  int saved_ = 0;  // 0: nothing was changed
+};
+
 }  // namespace qkv

@@ -7,6 +7,7 @@
 
 #include "kernels/error.h"
 #include "kernels/threads/block_queue.h"
+#include "kernels/threads/placement.h"
 #include "kernels/threads/wait.h"
 
 namespace qkv {
@@ -14,6 +15,7 @@ namespace qkv {
 namespace {
 thread_local Team* t_team = nullptr;
 thread_local int t_thread = 0;
+thread_local uint64_t t_syncs = 0;
 
 constexpr int kIdShift = 40;
 constexpr uint64_t kNextMask = (uint64_t{1} << kIdShift) - 1;
@@ -48,7 +50,10 @@ int Team::thread() const { return t_thread; }
 
 Team* current_team() { return t_team; }
 
+uint64_t syncs_by_this_thread() { return t_syncs; }
+
 void Team::sync() {
+  ++t_syncs;
   if (size_ == 1) return;
   // The generation is read before arriving: the last thread to arrive bumps
   // it, which releases everyone who saw the old value.
@@ -64,7 +69,7 @@ void Team::sync() {
   // microseconds: it spins that long, then blocks.
   spin_then_block(
       generation_, sleepers_, [&] { return generation_.load(std::memory_order_acquire) != gen; },
-      [&] { return failed_.load(std::memory_order_relaxed); });
+      [&] { return failed_.load(std::memory_order_relaxed); }, poll_us_);
   if (failed_.load(std::memory_order_acquire)) throw Aborted{};
 }
 
@@ -137,6 +142,7 @@ void run_team(int threads, const std::function<void()>& fn) {
   if (threads <= 1 || omp_in_parallel()) {
     Team solo(1);
     const MemberScope member(&solo, 0);
+    pin_team_member(0, 1);
     fn();
     return;
   }
@@ -145,9 +151,13 @@ void run_team(int threads, const std::function<void()>& fn) {
   {
     // The runtime may give fewer threads than asked: the team is what it got.
 #pragma omp single
-    team.size_ = omp_get_num_threads();
+    {
+      team.size_ = omp_get_num_threads();
+      if (team.size_ > usable_cpus()) team.poll_us_ = 0;
+    }
     const MemberScope member(&team, omp_get_thread_num());
     try {
+      pin_team_member(omp_get_thread_num(), team.size_);  // --cpu-mask, --numa (kernels/threads/placement.h)
       fn();
     } catch (const Team::Aborted&) {
       // another thread failed first; its exception is the one reported

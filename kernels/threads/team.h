@@ -38,7 +38,9 @@ class Team {
 
   // Waits until every thread of the team has reached the same sync: spins up
   // to wait_poll() microseconds, then blocks (kernels/threads/wait.h), so a
-  // team on more threads than free cores lets the thread it waits for run.
+  // team on more threads than free cores lets the thread it waits for run. A
+  // team of more threads than the CPUs it may use (usable_cpus()) blocks at
+  // once: a spinning thread there holds a CPU an unfinished member needs.
   void sync();
 
   // This thread's share [*lo, *hi) of n items split into size() contiguous
@@ -71,6 +73,7 @@ class Team {
   void fail(std::exception_ptr e);
 
   int size_;
+  int poll_us_ = -1;  // a sync's spin: -1 wait_poll(), 0 when oversubscribed
   alignas(64) std::atomic<int> arrived_{0};
   alignas(64) std::atomic<uint32_t> generation_{0};  // also the word blocked threads wait on
   std::atomic<int> sleepers_{0};                       // threads blocked in sync()
@@ -100,6 +103,11 @@ void run_team(int threads, const std::function<void()>& fn);
 
 // The team the calling thread is running in, or null.
 Team* current_team();
+
+// Team::sync() calls the calling thread has made, in every team (a decode
+// step's count: the difference across it on the thread that runs it, member
+// 0; benchmarks multiply it by a sync's cost).
+uint64_t syncs_by_this_thread();
 
 // Runs fn on the calling thread as if it were in no team (kernels it calls do
 // their own threading), then restores the thread's team.

@@ -31,11 +31,13 @@ void block_while_equal(std::atomic<uint32_t>& word, uint32_t expected);
 // Wakes every thread blocked on word.
 void wake_all(std::atomic<uint32_t>& word);
 
-// Waits until done() is true: spins up to wait_poll() microseconds, then blocks
-// on `word` (which whoever makes done() true changes, then calls wake_all when
-// *sleepers is non-zero). abort() is checked too: when true the wait ends.
+// Waits until done() is true: spins up to poll_us microseconds (-1:
+// wait_poll()), then blocks on `word` (which whoever makes done() true
+// changes, then calls wake_all when *sleepers is non-zero). abort() is checked
+// too: when true the wait ends.
 template <class Done, class Abort>
-void spin_then_block(std::atomic<uint32_t>& word, std::atomic<int>& sleepers, Done&& done, Abort&& abort);
+void spin_then_block(std::atomic<uint32_t>& word, std::atomic<int>& sleepers, Done&& done, Abort&& abort,
+                     int poll_us = -1);
 
 namespace detail {
 void spin_pause();
@@ -43,9 +45,10 @@ int64_t now_ns();
 }  // namespace detail
 
 template <class Done, class Abort>
-void spin_then_block(std::atomic<uint32_t>& word, std::atomic<int>& sleepers, Done&& done, Abort&& abort) {
+void spin_then_block(std::atomic<uint32_t>& word, std::atomic<int>& sleepers, Done&& done, Abort&& abort,
+                     int poll_us) {
   if (done() || abort()) return;
-  const int64_t budget = int64_t{1000} * wait_poll();
+  const int64_t budget = int64_t{1000} * (poll_us < 0 ? wait_poll() : poll_us);
   if (budget > 0) {
     const int64_t start = detail::now_ns();
     for (int spins = 1;; ++spins) {

@@ -38,12 +38,14 @@
 #include "runtime/synthetic.h"
 #include "runtime/tokenizer.h"
 #include "runtime/version.h"
+#include "runtime/weight_placement.h"
 #include "tools/args.h"
 #include "tools/bench/bench_embed.h"
 #include "tools/bench/bench_report.h"
 #include "tools/bench/bench_verify.h"
 #include "tools/commands.h"
 #include "tools/models/model_ref.h"
+#include "tools/thread_flags.h"
 
 namespace qkv::tools {
 
@@ -264,6 +266,7 @@ class Bench {
       d.kv_type = o_.kv_type;
       d.prefill_batch = o_.prefill_batch;
       d.decode_team = o_.decode_team;
+    d.threads_batch = threads_batch_flag();
       check_memory(d);
       Decoder dec(model_, d);
       for (const int64_t L : o_.prompt_lengths) prefill_row(dec, L);
@@ -284,6 +287,7 @@ class Bench {
     d.context = trained > 0 ? std::min(trained, kColdContextCap) : kColdContextCap;
     d.kv_type = o_.kv_type;
     d.prefill_batch = o_.prefill_batch;
+    d.threads_batch = threads_batch_flag();
     // A --memory-limit bounds the rows asked for; the cold start is not one of them.
     if (!Decoder::over_memory_limit(model_, d, o_.memory_limit).empty()) {
       report_.cold.measured = false;
@@ -435,6 +439,7 @@ class Bench {
     d.n_seqs = n;
     d.prefill_batch = o_.prefill_batch;
     d.decode_team = o_.decode_team;
+    d.threads_batch = threads_batch_flag();
     check_memory(d);
     Decoder dec(model_, d);
     // Every sequence starts from the same batch_depth-token prompt: prefilled
@@ -634,6 +639,7 @@ int cmd_bench(int argc, char** argv) {
     report.model.weight_type = weight_format_name(o.weight_format);
   }
   lay_out_weights(model, o.row_groups);
+  place_weights(model);  // --numa (kernels/threads/placement.h)
   // A file's load is what a user waits for; a synthetic model's making is not.
   if (!o.model_path.empty()) {
     report.cold.measured = true;

@@ -22,6 +22,7 @@
 #include "tools/chat/cmd_chat.h"
 #include "tools/commands.h"
 #include "tools/models/model_ref.h"
+#include "tools/thread_flags.h"
 
 namespace qkv::tools {
 
@@ -315,6 +316,7 @@ int converse(Chat& chat) {
 int cmd_chat(int argc, char** argv) {
   Options o;
   if (const int rc = parse(argc, argv, &o); rc >= 0) return rc;
+  o.context.threads_batch = threads_batch_flag();
 
   qkv_model_options mopts;
   qkv_model_options_init(&mopts);

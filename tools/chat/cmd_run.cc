@@ -14,6 +14,7 @@
 #include "tools/chat/cmd_chat.h"
 #include "tools/commands.h"
 #include "tools/models/model_ref.h"
+#include "tools/thread_flags.h"
 
 namespace qkv::tools {
 
@@ -89,6 +90,7 @@ int cmd_run(int argc, char** argv) {
   std::string model_path, tokenizer_path, prompt, system, chat_template;
   qkv_context_options copts;
   qkv_context_options_init(&copts);
+  copts.threads_batch = threads_batch_flag();
   qkv_generate_options gopts;
   qkv_generate_options_init(&gopts);
   bool seed_given = false, quiet = false, chat = false, display_prompt = true;

@@ -10,6 +10,7 @@
 #include "tools/args.h"
 #include "tools/commands.h"
 #include "tools/models/model_ref.h"
+#include "tools/thread_flags.h"
 
 namespace qkv::tools {
 
@@ -196,6 +197,7 @@ int cmd_perplexity(int argc, char** argv) {
   if (!kld_write.empty()) o.kl_divergence_write = kld_write.c_str();
   if (!kld_read.empty()) o.kl_divergence_read = kld_read.c_str();
   cli.batch = o.batch;
+  o.threads = batch_threads(o.threads);  // perplexity is all prompt passes
   cli.tty = isatty(fileno(stderr)) != 0;
 
   qkv_model_options mopts;

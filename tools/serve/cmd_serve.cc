@@ -1,6 +1,8 @@
 // qkv serve: an OpenAI-compatible HTTP server over the C API, with continuous
-// batching over --slots sequences of one context, and embeddings (an encoder
-// model, or --embeddings, serves them alone). SIGTERM/SIGINT: stop
+// batching over --slots sequences of one context per model, and embeddings
+// (an encoder model, or --embeddings, serves them alone). One -m: the model
+// loads before the server listens; several (-m again, --models-dir): each
+// loads on first use (tools/serve/model_registry.h). SIGTERM/SIGINT: stop
 // accepting, let running requests finish within --grace seconds (then cancel
 // them), exit 0.
 #include <malloc.h>
@@ -14,6 +16,7 @@
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <string>
 #include <thread>
 #include <vector>
@@ -23,22 +26,34 @@
 #include "tools/models/model_ref.h"
 #include "tools/serve/connection_threads.h"
 #include "tools/serve/server.h"
+#include "tools/thread_flags.h"
 
 namespace qkv::tools {
 
 namespace {
 
 const char* kServeUsage =
-    "usage: qkv serve -m MODEL [options]\n"
-    "  -m, --model PATH      GGUF file or llama2.c checkpoint (-z TOKENIZER for the latter)\n"
+    "usage: qkv serve -m MODEL [-m MODEL ...] [--models-dir DIR] [options]\n"
+    "  -m, --model PATH      GGUF file or llama2.c checkpoint (-z TOKENIZER for the latter); again\n"
+    "                        for more models, each named after its file without .gguf\n"
+    "  --models-dir DIR      serve every *.gguf of DIR (a split model's parts once), by file name\n"
+    "                        without .gguf; with several models a request's 'model' picks (none:\n"
+    "                        the first listed), each loaded on first use\n"
+    "  --models-max N        models loaded at once (Ollama's OLLAMA_MAX_LOADED_MODELS; default:\n"
+    "                        no limit); loading another unloads the least recently used idle one\n"
+    "  --idle-unload S       unload a model after S seconds without requests (default: never)\n"
+    "                        (GET /v1/models: each model's status; POST /models/load and\n"
+    "                        /models/unload {\"model\": NAME}, 409 while it has requests in flight)\n"
     "  --host ADDR           address to bind (default 127.0.0.1; 0.0.0.0 for every interface)\n"
     "  --port N              port (default 8080; 0 picks a free one, printed on stderr)\n"
     "  --slots N             sequences decoded together (default 4)\n"
     "  -c, --ctx-size N      positions per slot (default: the model's, at most 4096)\n"
     "  --kv-type T           KV cache type: f32, f16 (default), bf16, q8_0\n"
     "  -t, --threads N       threads (default: one per physical core)\n"
-    "  --memory-limit BYTES  fail at start when weights + KV cache of every slot + activations exceed\n"
-    "                        BYTES (K, M, G suffixes: 512M, 8G; default: no limit)\n"
+    "  --memory-limit BYTES  one model: fail at start when weights + KV cache of every slot +\n"
+    "                        activations exceed BYTES (K, M, G suffixes: 512M, 8G; default: no\n"
+    "                        limit); several: the loaded models' weights + KV caches, loading one\n"
+    "                        over it unloads the least recently used idle ones first\n"
     "  --api-key KEY         require 'Authorization: Bearer KEY'\n"
     "  --max-queue N         requests waiting for a slot before 503 (default 64)\n"
     "  --timeout S           per-request time limit in seconds (default 600)\n"
@@ -50,7 +65,7 @@ const char* kServeUsage =
     "  --prefill-batch N     prompt tokens per pass when the waiting prompts outnumber them\n"
     "                        (default 512)\n"
     "  --max-body BYTES      request body limit (default 1048576)\n"
-    "  --alias NAME          the model id in the API (default: the file name)\n"
+    "  --alias NAME          the model id in the API of a single -m (default: the file name)\n"
     "  --chat-template-file FILE  this Jinja chat template instead of the model's (its tool-call\n"
     "                        and reasoning format is the one the replies are parsed with)\n"
     "  --embeddings          serve embeddings only (/v1/embeddings, /api/embed), no generation;\n"
@@ -64,95 +79,60 @@ const char* kServeUsage =
 std::atomic<int> g_signal{0};
 void on_signal(int sig) { g_signal = sig; }
 
-// Encoders embed; qkv_context_create refuses them.
-bool is_encoder(const qkv_model_info& info) {
-  const std::string arch = info.architecture;
-  return arch == "bert" || arch == "nomic-bert";
-}
-
-// The context of the slots, its GEMM kernels built before the server listens
-// (what the first prompts would otherwise build inside their requests), and
-// the scheduler over it.
-qkv_context* start_generation(serve::ServerState& st) {
-  const serve::ServeOptions& o = st.options;
-  qkv_context_options copts;
-  qkv_context_options_init(&copts);
-  copts.context = st.slot_context;
-  copts.kv_type = o.kv_type;
-  copts.threads = o.threads;
-  copts.prefill_batch = std::max(o.prefill_chunk, o.prefill_batch);  // rows of one pass
-  copts.memory_limit = o.memory_limit;
-  qkv_context* ctx = nullptr;
-  if (qkv_context_create(st.model, o.slots, &copts, &ctx) != QKV_OK) {
-    const std::string msg = qkv_last_error();
-    qkv_model_free(st.model);
-    fail("creating the context: ", msg);
-  }
-  const auto prepare_start = std::chrono::steady_clock::now();
-  int64_t built = 0;
-  if (qkv_context_prepare(ctx, &built) != QKV_OK) {
-    const std::string msg = qkv_last_error();
-    qkv_context_free(ctx);
-    qkv_model_free(st.model);
-    fail("preparing the context: ", msg);
-  }
-  std::fprintf(stderr, "qkv serve: prompt passes of up to %" PRId64 " rows prepared: %" PRId64 " GEMM kernels built in %.0f ms\n",
-               copts.prefill_batch, built,
-               std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - prepare_start).count());
-  serve::Scheduler::Options so;
-  so.prefill_chunk = o.prefill_chunk;
-  so.prefill_batch = o.prefill_batch;
-  so.max_queue = o.max_queue;
-  so.turns = &st.turns;
-  st.scheduler = std::make_unique<serve::Scheduler>(st.model, ctx, o.slots, st.slot_context, so, st.metrics);
-  return ctx;
-}
-
-// An embedding server's first pass, run before it listens: a pooling the
-// model cannot give (rank without a classifier head) fails the start, and
-// the worker is running when the first request comes.
-bool check_embedding(serve::ServerState& st, std::string& msg) {
-  int64_t n = 0;
-  qkv_embed_tokenize(st.model, "a", nullptr, 0, &n);
-  std::vector<int32_t> ids(static_cast<size_t>(std::max<int64_t>(n, 0)));
-  qkv_embed_options eo;
-  qkv_embed_options_init(&eo);
-  eo.pooling = st.pooling;
-  eo.threads = st.options.threads;
-  int64_t dim = 0, got = 0;
-  if (n < 1 || qkv_embed_tokenize(st.model, "a", ids.data(), n, &n) != QKV_OK ||
-      qkv_embed_dimension(st.model, &eo, &dim) != QKV_OK) {
-    msg = std::string("the model cannot embed: ") + qkv_last_error();
-    return false;
-  }
-  const int32_t* tokens = ids.data();
-  std::vector<float> out(static_cast<size_t>(dim * n));
-  if (qkv_embed(st.model, &tokens, &n, 1, &eo, out.data(), static_cast<int64_t>(out.size()), &got, nullptr) !=
-      QKV_OK) {
-    msg = std::string("the model cannot embed with pooling ") + serve::pooling_name(st.pooling) + ": " +
-          qkv_last_error();
-    return false;
-  }
-  serve::embed_worker(st);
-  return true;
-}
-
 std::string base_name(const std::string& path) {
   const size_t slash = path.find_last_of('/');
   return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+// A model's name among several: its file name without .gguf (and without a
+// split model's -00001-of-0000N).
+std::string model_name(const std::string& path) {
+  std::string name = base_name(path);
+  if (name.size() > 5 && name.compare(name.size() - 5, 5, ".gguf") == 0) name.resize(name.size() - 5);
+  const size_t of = name.rfind("-of-");
+  if (of != std::string::npos && of >= 6 && name.size() == of + 9 && name.compare(of - 6, 6, "-00001") == 0) {
+    name.resize(of - 6);
+  }
+  return name;
+}
+
+// Every *.gguf of dir, sorted, a split model by its first part only.
+std::vector<std::string> gguf_files_in(const std::string& dir) {
+  std::error_code ec;
+  std::vector<std::string> files;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.size() <= 5 || name.compare(name.size() - 5, 5, ".gguf") != 0) continue;
+    const size_t of = name.rfind("-of-");
+    const bool split = of != std::string::npos && of >= 6 && name.size() == of + 14 && name[of - 6] == '-';
+    if (split && name.compare(of - 6, 6, "-00001") != 0) continue;  // a later part of a split model
+    files.push_back(entry.path().string());
+  }
+  if (ec) fail("--models-dir: cannot read '", dir, "': ", ec.message());
+  std::sort(files.begin(), files.end());
+  return files;
 }
 
 }  // namespace
 
 int cmd_serve(int argc, char** argv) {
   serve::ServeOptions o;
+  std::vector<std::string> model_paths;
+  std::string models_dir;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "-h" || a == "--help") {
       std::fputs(kServeUsage, stdout);
       return 0;
     } else if (a == "-m" || a == "--model") {
-      o.model_path = models::resolve_model_argument(flag_value(argc, argv, i));
+      model_paths.push_back(models::resolve_model_argument(flag_value(argc, argv, i)));
+    } else if (a == "--models-dir") {
+      models_dir = flag_value(argc, argv, i);
+      if (models_dir.empty()) fail("flag --models-dir needs a directory");
+    } else if (a == "--models-max") {
+      o.models_max = static_cast<int>(parse_int(a.c_str(), flag_value(argc, argv, i), 1, 4096));
+    } else if (a == "--idle-unload") {
+      o.idle_unload_s = parse_float(a.c_str(), flag_value(argc, argv, i), 0.001, 1e7);
     } else if (a == "-z" || a == "--tokenizer") {
       o.tokenizer_path = flag_value(argc, argv, i);
     } else if (a == "--host") {
@@ -206,36 +186,39 @@ int cmd_serve(int argc, char** argv) {
       return 2;
     }
   }
-  if (o.model_path.empty()) {
-    std::fprintf(stderr, "qkv serve: -m MODEL is required\n\n%s", kServeUsage);
+  std::vector<std::pair<std::string, std::string>> models;  // (name, path)
+  if (!models_dir.empty()) {
+    const std::vector<std::string> files = gguf_files_in(models_dir);
+    if (files.empty()) fail("--models-dir: '", models_dir, "' holds no .gguf file");
+    model_paths.insert(model_paths.end(), files.begin(), files.end());
+  }
+  if (model_paths.empty()) {
+    std::fprintf(stderr, "qkv serve: -m MODEL (or --models-dir DIR) is required\n\n%s", kServeUsage);
     return 2;
   }
-  if (o.model_id.empty()) o.model_id = base_name(o.model_path);
+  const bool single = model_paths.size() == 1 && models_dir.empty();
+  if (!single && !o.model_id.empty()) fail("--alias names the model of a single -m; several models are named by file");
+  if (!single && !o.tokenizer_path.empty()) fail("-z TOKENIZER goes with a single -m (a llama2.c checkpoint)");
+  for (const std::string& path : model_paths) {
+    const std::string name = single ? (o.model_id.empty() ? base_name(path) : o.model_id) : model_name(path);
+    for (const auto& m : models) {
+      if (m.first == name) fail("two models are named '", name, "' ('", m.second, "' and '", path, "')");
+    }
+    models.emplace_back(name, path);
+  }
+  o.model_path = models.front().second;
+  o.model_id = models.front().first;
 
   serve::ServerState st;
   st.options = o;
-  qkv_model_options mopts;
-  qkv_model_options_init(&mopts);
-  if (!o.tokenizer_path.empty()) mopts.tokenizer_path = o.tokenizer_path.c_str();
-  if (qkv_model_load(o.model_path.c_str(), &mopts, &st.model) != QKV_OK) fail("loading the model: ", qkv_last_error());
-  qkv_model_get_info(st.model, &st.info);
-  if (!st.info.has_tokenizer) {
-    qkv_model_free(st.model);
-    fail("the model has no vocabulary: a llama2.c checkpoint needs -z TOKENIZER");
-  }
-  st.slot_context = o.context > 0 ? o.context : std::min<int64_t>(st.info.context_length, 4096);
-  st.embed_context = std::min(st.slot_context, st.info.context_length);
-  st.pooling = o.pooling != QKV_POOLING_DEFAULT ? o.pooling : qkv_model_pooling(st.model);
-  st.embedding_only = o.embedding_only || is_encoder(st.info);
-  st.limits.vocab_size = st.info.vocab_size;
-  st.limits.max_prompt_tokens = st.slot_context;
-  qkv_context* ctx = st.embedding_only ? nullptr : start_generation(st);
-  if (st.embedding_only) {
-    st.slot_context = st.embed_context;
-    std::string msg;
-    if (!check_embedding(st, msg)) {
-      qkv_model_free(st.model);
-      fail(msg);
+  st.models = std::make_unique<serve::ModelRegistry>(o, models, st.metrics, st.stopping);
+  if (single) {  // loaded before listening: a model that cannot load fails the start
+    try {
+      st.models->load("");
+    } catch (const serve::ApiError& e) {
+      const std::string msg = e.what();
+      const std::string prefix = "model '" + o.model_id + "' could not be loaded: ";
+      fail(msg.rfind(prefix, 0) == 0 ? msg.substr(prefix.size()) : msg);
     }
   }
 
@@ -266,10 +249,7 @@ int cmd_serve(int argc, char** argv) {
   int port = o.port;
   const bool bound = port == 0 ? (port = svr.bind_to_any_port(o.host)) > 0 : svr.bind_to_port(o.host, port);
   if (!bound) {
-    st.scheduler.reset();
-    st.embedder.reset();
-    qkv_context_free(ctx);
-    qkv_model_free(st.model);
+    st.models.reset();
     fail("cannot listen on ", o.host, ":", o.port, " (address in use, or not an address of this host)");
   }
 
@@ -304,42 +284,36 @@ int cmd_serve(int argc, char** argv) {
                  o.grace_s);
     st.stopping = true;
     const auto grace_end = std::chrono::steady_clock::now() + std::chrono::milliseconds(static_cast<int64_t>(o.grace_s * 1000));
-    if (st.scheduler) {
-      st.scheduler->drain(std::chrono::duration_cast<std::chrono::milliseconds>(grace_end - std::chrono::steady_clock::now()));
-    }
-    serve::EmbedWorker* embedder = nullptr;
-    {
-      std::lock_guard<std::mutex> lock(st.embed_mu);
-      embedder = st.embedder.get();
-    }
-    if (embedder) embedder->drain(grace_end);
-    // Every job has ended; give the streams up to 2 s to write their last
-    // events (a cancelled stream's error event and [DONE]) before closing.
-    const auto flush_by = std::chrono::steady_clock::now() + std::chrono::seconds(2);
-    while (st.open_streams.load() > 0 && std::chrono::steady_clock::now() < flush_by) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    }
+    // Every job ends by grace_end; the streams then get up to 2 s to write their last events.
+    st.models->drain(grace_end, std::max(grace_end, std::chrono::steady_clock::now()) + std::chrono::seconds(2));
     svr.stop();
   });
 
-  if (ctx) {
-    std::fprintf(stderr, "qkv serve: %s, %d slots x %" PRId64 " positions (%s KV, %.1f MiB), listening on http://%s:%d\n",
-                 o.model_id.c_str(), o.slots, st.slot_context, kv_type_name(o.kv_type),
-                 static_cast<double>(qkv_context_kv_bytes(ctx)) / (1024.0 * 1024.0), o.host.c_str(), port);
+  if (single) {
+    st.models->for_each([&](const serve::ModelStatus& m) {
+      const serve::ServedModel& sm = *m.model;
+      if (sm.context) {
+        std::fprintf(stderr, "qkv serve: %s, %d slots x %" PRId64 " positions (%s KV, %.1f MiB), listening on http://%s:%d\n",
+                     o.model_id.c_str(), o.slots, sm.slot_context, kv_type_name(o.kv_type),
+                     static_cast<double>(qkv_context_kv_bytes(sm.context)) / (1024.0 * 1024.0), o.host.c_str(), port);
+      } else {
+        std::fprintf(stderr, "qkv serve: %s, embeddings only (pooling %s, %" PRId64 " floats, inputs up to %" PRId64
+                     " tokens), listening on http://%s:%d\n",
+                     o.model_id.c_str(), serve::pooling_name(sm.pooling),
+                     sm.pooling == QKV_POOLING_RANK ? INT64_C(1) : sm.info.dim, sm.embed_context, o.host.c_str(), port);
+      }
+    });
   } else {
-    std::fprintf(stderr, "qkv serve: %s, embeddings only (pooling %s, %" PRId64 " floats, inputs up to %" PRId64
-                 " tokens), listening on http://%s:%d\n",
-                 o.model_id.c_str(), serve::pooling_name(st.pooling),
-                 st.pooling == QKV_POOLING_RANK ? INT64_C(1) : st.info.dim, st.embed_context, o.host.c_str(), port);
+    std::string names;
+    for (const auto& m : models) names += (names.empty() ? "" : ", ") + m.first;
+    std::fprintf(stderr, "qkv serve: %zu models (%s), each loaded on first use, listening on http://%s:%d\n",
+                 models.size(), names.c_str(), o.host.c_str(), port);
   }
   std::fflush(stderr);
   svr.listen_after_bind();
   done = true;
   watcher.join();
-  st.scheduler.reset();
-  st.embedder.reset();
-  qkv_context_free(ctx);
-  qkv_model_free(st.model);
+  st.models.reset();
   std::fprintf(stderr, "qkv serve: stopped\n");
   return 0;
 }

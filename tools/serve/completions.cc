@@ -15,7 +15,7 @@ using nlohmann::json;
 
 namespace {
 
-void stream(ServerState& st, const std::shared_ptr<Job>& job, const ResponseMeta& meta, const GenRequest& r,
+void stream(ServedModel& st, const std::shared_ptr<Job>& job, const ResponseMeta& meta, const GenRequest& r,
             const std::string& echo, const ChatSetup& chat, httplib::Response& res) {
   struct State {
     bool started = false, finished = false;
@@ -107,7 +107,7 @@ void stream(ServerState& st, const std::shared_ptr<Job>& job, const ResponseMeta
 
 }  // namespace
 
-void handle_generate(ServerState& st, bool chat, const httplib::Request& req, httplib::Response& res) {
+void handle_generate(ServedModel& st, bool chat, const httplib::Request& req, httplib::Response& res) {
   const char* endpoint = chat ? "/v1/chat/completions" : "/v1/completions";
   try {
     const json body = parse_body(req.body, st.options.max_json_depth);

@@ -22,14 +22,14 @@ using nlohmann::json;
 
 namespace {
 
-void check_model(const ServerState& st, const std::string& model) {
+void check_model(const ServedModel& st, const std::string& model) {
   if (!model.empty() && model != st.options.model_id) {
     throw ApiError(404, "The model '" + model + "' does not exist (this server has '" + st.options.model_id + "')",
                    "invalid_request_error", "model", "model_not_found");
   }
 }
 
-json body_of(const ServerState& st, const httplib::Request& req) {
+json body_of(const ServedModel& st, const httplib::Request& req) {
   json j = parse_body(req.body, st.options.max_json_depth);
   if (!j.is_object()) throw ApiError(400, "the request body must be a JSON object");
   return j;
@@ -48,7 +48,7 @@ std::string usage_text(int64_t tokens) {
   return "{\"prompt_tokens\":" + std::to_string(tokens) + ",\"total_tokens\":" + std::to_string(tokens) + "}";
 }
 
-void embeddings_route(ServerState& st, const httplib::Request& req, httplib::Response& res) {
+void embeddings_route(ServedModel& st, const httplib::Request& req, httplib::Response& res) {
   const json body = body_of(st, req);
   const EmbedRequest r = parse_embeddings(body, embed_limits(st));
   check_model(st, r.model);
@@ -84,7 +84,7 @@ void embeddings_route(ServerState& st, const httplib::Request& req, httplib::Res
   res.set_content(text, "application/json");
 }
 
-void rerank_route(ServerState& st, const httplib::Request& req, httplib::Response& res) {
+void rerank_route(ServedModel& st, const httplib::Request& req, httplib::Response& res) {
   const json body = body_of(st, req);
   const RerankRequest r = parse_rerank(body, embed_limits(st));
   check_model(st, r.model);

@@ -224,20 +224,20 @@ qkv_status EmbedWorker::embed(std::vector<std::shared_ptr<EmbedJob>>& batch) {
   return QKV_OK;
 }
 
-ApiError embedding_only_error(const ServerState& st) {
+ApiError embedding_only_error(const ServedModel& st) {
   std::string msg = "model " + st.options.model_id + " is an embedding model: it serves /v1/embeddings";
   if (st.pooling == QKV_POOLING_RANK) msg += " and /v1/rerank";
   return ApiError(400, msg + ", not generation", "invalid_request_error", "model", "model_not_supported");
 }
 
-EmbedLimits embed_limits(const ServerState& st) {
+EmbedLimits embed_limits(const ServedModel& st) {
   EmbedLimits l;
   l.vocab_size = st.info.vocab_size;
   l.width = st.info.dim;
   return l;
 }
 
-std::vector<int32_t> embed_tokens(const ServerState& st, const std::string& text) {
+std::vector<int32_t> embed_tokens(const ServedModel& st, const std::string& text) {
   int64_t n = 0;
   qkv_embed_tokenize(st.model, text.c_str(), nullptr, 0, &n);
   if (n < 0 || n > kMaxRequestTokens) {
@@ -251,7 +251,7 @@ std::vector<int32_t> embed_tokens(const ServerState& st, const std::string& text
   return ids;
 }
 
-std::vector<std::vector<int32_t>> embed_inputs(const ServerState& st, const EmbedRequest& r) {
+std::vector<std::vector<int32_t>> embed_inputs(const ServedModel& st, const EmbedRequest& r) {
   std::vector<std::vector<int32_t>> out;
   out.reserve(r.inputs.size());
   int64_t total = 0;
@@ -266,7 +266,7 @@ std::vector<std::vector<int32_t>> embed_inputs(const ServerState& st, const Embe
   return out;
 }
 
-qkv_embed_options embed_options(const ServerState& st, qkv_pooling pooling, bool normalize, int64_t dimensions) {
+qkv_embed_options embed_options(const ServedModel& st, qkv_pooling pooling, bool normalize, int64_t dimensions) {
   qkv_embed_options o;
   qkv_embed_options_init(&o);
   o.pooling = pooling == QKV_POOLING_DEFAULT ? st.pooling : pooling;
@@ -279,7 +279,7 @@ qkv_embed_options embed_options(const ServerState& st, qkv_pooling pooling, bool
   return o;
 }
 
-EmbedWorker& embed_worker(ServerState& st) {
+EmbedWorker& embed_worker(ServedModel& st) {
   std::lock_guard<std::mutex> lock(st.embed_mu);
   if (st.stopping) {
     throw ApiError(503, "the server is shutting down and takes no new requests", "server_error", "", "shutting_down");
@@ -295,7 +295,7 @@ EmbedWorker& embed_worker(ServerState& st) {
   return *st.embedder;
 }
 
-EmbedOutcome run_embedding(ServerState& st, std::vector<std::vector<int32_t>> inputs, const qkv_embed_options& options,
+EmbedOutcome run_embedding(ServedModel& st, std::vector<std::vector<int32_t>> inputs, const qkv_embed_options& options,
                            bool truncate, const std::string& param, httplib::Response& res) {
   const int64_t ctx = st.embed_context;
   int64_t total = 0;

@@ -29,7 +29,7 @@
 
 namespace qkv::serve {
 
-struct ServerState;
+struct ServedModel;
 
 struct EmbedJob {
   // Input, set before submit: token sequences, each within the context.
@@ -95,25 +95,25 @@ struct EmbedOutcome {
 
 // The 400 the generation endpoints answer when the server only embeds (an
 // encoder model, or --embeddings/--rerank).
-ApiError embedding_only_error(const ServerState& st);
+ApiError embedding_only_error(const ServedModel& st);
 // The limits a request parser checks against this model.
-EmbedLimits embed_limits(const ServerState& st);
+EmbedLimits embed_limits(const ServedModel& st);
 // A text's ids as an embedding input (qkv_embed_tokenize).
-std::vector<int32_t> embed_tokens(const ServerState& st, const std::string& text);
+std::vector<int32_t> embed_tokens(const ServedModel& st, const std::string& text);
 // The request's inputs as token sequences (texts tokenized).
-std::vector<std::vector<int32_t>> embed_inputs(const ServerState& st, const EmbedRequest& r);
+std::vector<std::vector<int32_t>> embed_inputs(const ServedModel& st, const EmbedRequest& r);
 // Checks each input against the embedding context: over it, a 400 naming the
 // input (param names it `param`), or with truncate its first context - 1
 // tokens and its last. Then runs them on the worker (started on first use)
 // and waits. ApiError: 503 when the queue is full or the server stops, 504
 // past the timeout, 400/500 when qkv_embed refuses.
-EmbedOutcome run_embedding(ServerState& st, std::vector<std::vector<int32_t>> inputs, const qkv_embed_options& options,
+EmbedOutcome run_embedding(ServedModel& st, std::vector<std::vector<int32_t>> inputs, const qkv_embed_options& options,
                            bool truncate, const std::string& param, httplib::Response& res);
 // The options of a request: the server's pooling unless it names one; L2 or
 // none; a RANK score is never normalized.
-qkv_embed_options embed_options(const ServerState& st, qkv_pooling pooling, bool normalize, int64_t dimensions);
+qkv_embed_options embed_options(const ServedModel& st, qkv_pooling pooling, bool normalize, int64_t dimensions);
 // The server's worker, created on first use (503 once the server stops).
-EmbedWorker& embed_worker(ServerState& st);
+EmbedWorker& embed_worker(ServedModel& st);
 
 // Response text: floats as JSON numbers (shortest round-trip form; a
 // non-finite value is null), and as base64 of their little-endian bytes.

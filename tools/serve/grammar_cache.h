@@ -22,6 +22,11 @@ class GrammarCache {
   explicit GrammarCache(size_t capacity = 32) : capacity_(capacity) {}
   // The compiled grammar, or an ApiError 400 naming the problem (param: the request field).
   GrammarHandle get(const qkv_model* model, int kind, const std::string& source, const std::string& param);
+  // Drops every grammar (they belong to a model being unloaded).
+  void clear() {
+    std::lock_guard<std::mutex> lock(mu_);
+    entries_.clear();
+  }
 
  private:
   size_t capacity_;

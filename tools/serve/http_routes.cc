@@ -37,25 +37,15 @@ bool authorized(const ServerState& st, const httplib::Request& req) {
   return constant_time_equal(h.substr(prefix.size()), st.options.api_key);
 }
 
-// The endpoints that generate text (each in its API's shape): a server that
-// only embeds has no slots for them.
-bool is_generation_path(const std::string& path) {
-  for (const char* p : {"/v1/completions", "/v1/chat/completions", "/v1/messages", "/v1/messages/count_tokens",
-                        "/v1/responses", "/api/generate", "/api/chat"}) {
-    if (path == p) return true;
-  }
-  return false;
-}
-
 void send_json(httplib::Response& res, const json& j) { res.set_content(dump(j), "application/json"); }
 
-json json_body(const ServerState& st, const httplib::Request& req) {
+json json_body(const ServedModel& st, const httplib::Request& req) {
   json j = parse_body(req.body, st.options.max_json_depth);
   if (!j.is_object()) throw ApiError(400, "the request body must be a JSON object");
   return j;
 }
 
-void tokenize_route(ServerState& st, const httplib::Request& req, httplib::Response& res) {
+void tokenize_route(ServedModel& st, const httplib::Request& req, httplib::Response& res) {
   const json j = json_body(st, req);
   auto c = j.find("content");
   if (c == j.end() || !c->is_string()) throw bad_field("content", "'content' must be a string", "invalid_type");
@@ -74,7 +64,7 @@ void tokenize_route(ServerState& st, const httplib::Request& req, httplib::Respo
   send_json(res, {{"tokens", ids}});
 }
 
-void detokenize_route(ServerState& st, const httplib::Request& req, httplib::Response& res) {
+void detokenize_route(ServedModel& st, const httplib::Request& req, httplib::Response& res) {
   const json j = json_body(st, req);
   auto t = j.find("tokens");
   if (t == j.end() || !t->is_array()) throw bad_field("tokens", "'tokens' must be a list of token ids", "invalid_type");
@@ -96,8 +86,6 @@ void detokenize_route(ServerState& st, const httplib::Request& req, httplib::Res
   send_json(res, {{"content", text}});
 }
 
-// Runs a small handler, turning an ApiError into its error object.
-
 }  // namespace
 
 void send_error(httplib::Response& res, int status, const std::string& message, const std::string& type,
@@ -113,14 +101,7 @@ void send_error_for(const httplib::Request& req, httplib::Response& res, const A
 
 void install_routes(httplib::Server& svr, ServerState& st) {
   svr.set_pre_routing_handler([&st](const httplib::Request& req, httplib::Response& res) {
-    if (authorized(st, req)) {
-      if (!st.scheduler && req.method == "POST" && is_generation_path(req.path)) {
-        send_error_for(req, res, embedding_only_error(st));
-        st.metrics.request_done(req.path, 400);
-        return httplib::Server::HandlerResponse::Handled;
-      }
-      return httplib::Server::HandlerResponse::Unhandled;
-    }
+    if (authorized(st, req)) return httplib::Server::HandlerResponse::Unhandled;
     res.set_header("WWW-Authenticate", "Bearer");
     send_error_for(req, res,
                    ApiError(401, "Incorrect or missing API key: send 'Authorization: Bearer KEY' or 'x-api-key: KEY'",
@@ -153,26 +134,14 @@ void install_routes(httplib::Server& svr, ServerState& st) {
     st.metrics.request_done("internal", 500);
   });
 
-  svr.Post("/v1/completions", [&st](const httplib::Request& req, httplib::Response& res) {
-    handle_generate(st, false, req, res);
-  });
-  svr.Post("/v1/chat/completions", [&st](const httplib::Request& req, httplib::Response& res) {
-    handle_generate(st, true, req, res);
-  });
-  svr.Get("/v1/models", guarded(st, "/v1/models", [](ServerState& s, const httplib::Request&, httplib::Response& res) {
-            const ResponseMeta m = new_meta(false, s.options.model_id);
-            send_json(res, {{"object", "list"},
-                            {"data", json::array({{{"id", s.options.model_id},
-                                                   {"object", "model"},
-                                                   {"created", m.created},
-                                                   {"owned_by", "qkv"},
-                                                   {"meta", {{"n_ctx_slot", s.slot_context},
-                                                             {"slots", s.scheduler ? s.options.slots : 0},
-                                                             {"n_vocab", s.info.vocab_size},
-                                                             {"n_embd", s.info.dim},
-                                                             {"pooling", pooling_name(s.pooling)},
-                                                             {"embedding_only", s.embedding_only}}}}})}});
-          }));
+  svr.Post("/v1/completions", with_model(st, [](ServedModel& m, const httplib::Request& req, httplib::Response& res) {
+             handle_generate(m, false, req, res);
+           }));
+  svr.Post("/v1/chat/completions",
+           with_model(st, [](ServedModel& m, const httplib::Request& req, httplib::Response& res) {
+             handle_generate(m, true, req, res);
+           }));
+  install_model_list_routes(svr, st);
   svr.Get("/health", [&st](const httplib::Request&, httplib::Response& res) {
     if (st.stopping) {
       res.status = 503;
@@ -182,15 +151,31 @@ void install_routes(httplib::Server& svr, ServerState& st) {
     }
   });
   svr.Get("/metrics", [&st](const httplib::Request&, httplib::Response& res) {
-    size_t embed_queue = 0;
-    {
-      std::lock_guard<std::mutex> lock(st.embed_mu);
-      if (st.embedder) embed_queue = st.embedder->queue_depth();
-    }
-    const bool gen = st.scheduler != nullptr;
-    res.set_content(st.metrics.render(gen ? st.scheduler->queue_depth() : 0, gen ? st.scheduler->busy_slots() : 0,
-                                      gen ? st.scheduler->slots() : 0, embed_queue),
-                    "text/plain; version=0.0.4");
+    // The server's part (with one model, the model's too), then each model's.
+    std::vector<Metrics::Part> parts(1);
+    parts[0].metrics = &st.metrics;
+    st.models->for_each([&](const ModelStatus& s) {
+      ServedModel& m = *s.model;
+      Metrics::Part p;
+      p.metrics = &m.metrics;
+      if (s.state == LoadState::kLoaded) {
+        {
+          std::lock_guard<std::mutex> lock(m.embed_mu);
+          if (m.embedder) p.embed_queue_depth = m.embedder->queue_depth();
+        }
+        if (m.scheduler) {
+          p.queue_depth = m.scheduler->queue_depth();
+          p.busy_slots = m.scheduler->busy_slots();
+          p.slots = m.scheduler->slots();
+        }
+      }
+      if (p.metrics == &st.metrics) {
+        parts[0] = p;
+      } else {
+        parts.push_back(p);
+      }
+    });
+    res.set_content(Metrics::render(parts), "text/plain; version=0.0.4");
   });
   svr.Post("/tokenize", guarded(st, "/tokenize", tokenize_route));
   svr.Post("/detokenize", guarded(st, "/detokenize", detokenize_route));

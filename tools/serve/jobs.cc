@@ -25,7 +25,7 @@ std::vector<int32_t> tokenize(const qkv_model* model, const std::string& text) {
 // Tools with tool_choice required or a named function: the reply is calls,
 // forced by the family's call grammar. auto: the grammar waits for the
 // family's call opener (the generic JSON format applies from the start).
-void set_tool_grammar(ServerState& st, const GenRequest& r, const ChatPrompt& cp, Job& job) {
+void set_tool_grammar(ServedModel& st, const GenRequest& r, const ChatPrompt& cp, Job& job) {
   if (r.tools.empty() || r.tool_choice == "none") return;
   std::vector<toolcall::ToolSchema> tools;
   for (const ToolSpec& t : r.tools) {
@@ -47,7 +47,7 @@ void set_tool_grammar(ServerState& st, const GenRequest& r, const ChatPrompt& cp
 
 }  // namespace
 
-std::shared_ptr<Job> make_job(ServerState& st, GenRequest& r, std::string& prompt_text, ChatSetup& chat) {
+std::shared_ptr<Job> make_job(ServedModel& st, GenRequest& r, std::string& prompt_text, ChatSetup& chat) {
   auto job = std::make_shared<Job>();
   if (r.chat) {
     ChatPrompt cp = render_chat(st.model, st.options.chat_template, r);
@@ -102,7 +102,7 @@ ApiError job_error(const Job& job) {
 }
 
 
-void submit(ServerState& st, const std::shared_ptr<Job>& job, httplib::Response& res) {
+void submit(ServedModel& st, const std::shared_ptr<Job>& job, httplib::Response& res) {
   switch (st.scheduler->submit(job)) {
     case Scheduler::Submit::kOk: return;
     case Scheduler::Submit::kQueueFull:
@@ -115,7 +115,7 @@ void submit(ServerState& st, const std::shared_ptr<Job>& job, httplib::Response&
   }
 }
 
-void start_stream(ServerState& st, httplib::Response& res, const std::string& content_type,
+void start_stream(ServedModel& st, httplib::Response& res, const std::string& content_type,
                   const std::shared_ptr<Job>& job, std::function<bool()> finished,
                   httplib::ContentProviderWithoutLength provider) {
   std::atomic<int>* open_streams = &st.open_streams;
@@ -151,7 +151,7 @@ ChatReply reply_of(const ChatOutput& out, Job& job) {
 
 }  // namespace
 
-ChatReply run_chat(ServerState& st, GenRequest& r, httplib::Response& res) {
+ChatReply run_chat(ServedModel& st, GenRequest& r, httplib::Response& res) {
   std::string prompt_text;
   ChatSetup setup;
   std::shared_ptr<Job> job = make_job(st, r, prompt_text, setup);
@@ -169,7 +169,7 @@ ChatReply run_chat(ServerState& st, GenRequest& r, httplib::Response& res) {
   return reply_of(out, *job);
 }
 
-void stream_chat(ServerState& st, GenRequest& r, httplib::Response& res, ChatStreamFormat format,
+void stream_chat(ServedModel& st, GenRequest& r, httplib::Response& res, ChatStreamFormat format,
                  const std::string& endpoint) {
   std::string prompt_text;
   ChatSetup setup;

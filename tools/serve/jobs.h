@@ -22,7 +22,7 @@
 
 namespace qkv::serve {
 
-struct ServerState;
+struct ServedModel;
 
 // How a chat reply is parsed: the template's family, and whether the prompt
 // opened the thinking block.
@@ -33,13 +33,13 @@ struct ChatSetup {
 
 // The request as a job: the prompt's tokens checked against the context, the
 // sampler, stops and grammar. prompt_text: the prompt (chat: as rendered).
-std::shared_ptr<Job> make_job(ServerState& st, GenRequest& r, std::string& prompt_text, ChatSetup& chat);
+std::shared_ptr<Job> make_job(ServedModel& st, GenRequest& r, std::string& prompt_text, ChatSetup& chat);
 // Hands the job to the scheduler; a full queue or a stopping server is a 503.
-void submit(ServerState& st, const std::shared_ptr<Job>& job, httplib::Response& res);
+void submit(ServedModel& st, const std::shared_ptr<Job>& job, httplib::Response& res);
 // Starts a chunked streaming response of job's output: not cached nor
 // buffered by proxies, waited for by a shutdown (open_streams), and the job
 // cancelled when the client goes away before finished() says the stream ended.
-void start_stream(ServerState& st, httplib::Response& res, const std::string& content_type,
+void start_stream(ServedModel& st, httplib::Response& res, const std::string& content_type,
                   const std::shared_ptr<Job>& job, std::function<bool()> finished,
                   httplib::ContentProviderWithoutLength provider);
 // The error a job that did not end normally answers with (status 0: none).
@@ -59,7 +59,7 @@ struct ChatReply {
 };
 
 // Runs a chat request to its end (ApiError when it fails).
-ChatReply run_chat(ServerState& st, GenRequest& r, httplib::Response& res);
+ChatReply run_chat(ServedModel& st, GenRequest& r, httplib::Response& res);
 
 // An adapter's stream: the bytes of its events.
 struct ChatStreamFormat {
@@ -71,7 +71,7 @@ struct ChatStreamFormat {
 };
 
 // Streams a chat request (a chunked response). endpoint: for the metrics.
-void stream_chat(ServerState& st, GenRequest& r, httplib::Response& res, ChatStreamFormat format,
+void stream_chat(ServedModel& st, GenRequest& r, httplib::Response& res, ChatStreamFormat format,
                  const std::string& endpoint);
 
 }  // namespace qkv::serve

@@ -24,19 +24,21 @@ void Histogram::observe(double x) {
   ++count_;
 }
 
-void Histogram::write(std::string& out, const std::string& name, const std::string& help) const {
-  out += "# HELP " + name + " " + help + "\n# TYPE " + name + " histogram\n";
+void Histogram::write_samples(std::string& out, const std::string& name, const std::string& label) const {
+  const std::string pre = label.empty() ? "" : label + ",";
+  const std::string braces = label.empty() ? "" : "{" + label + "}";
   uint64_t cumulative = 0;
   for (size_t i = 0; i < bounds_.size(); ++i) {
     cumulative += counts_[i];
-    out += name + "_bucket{le=\"" + num(bounds_[i]) + "\"} " + std::to_string(cumulative) + "\n";
+    out += name + "_bucket{" + pre + "le=\"" + num(bounds_[i]) + "\"} " + std::to_string(cumulative) + "\n";
   }
-  out += name + "_bucket{le=\"+Inf\"} " + std::to_string(count_) + "\n";
-  out += name + "_sum " + num(sum_) + "\n" + name + "_count " + std::to_string(count_) + "\n";
+  out += name + "_bucket{" + pre + "le=\"+Inf\"} " + std::to_string(count_) + "\n";
+  out += name + "_sum" + braces + " " + num(sum_) + "\n" + name + "_count" + braces + " " + std::to_string(count_) + "\n";
 }
 
-Metrics::Metrics()
-    : ttft_({0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30}),
+Metrics::Metrics(std::string label)
+    : label_(std::move(label)),
+      ttft_({0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30}),
       itl_({0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1}) {}
 
 void Metrics::request_done(const std::string& endpoint, int status) {
@@ -78,44 +80,60 @@ void Metrics::embedded(int64_t requests, int64_t inputs, int64_t tokens) {
   embed_tokens_ += static_cast<uint64_t>(tokens);
 }
 
-std::string Metrics::render(size_t queue_depth, int busy_slots, int slots, size_t embed_queue_depth) {
+std::string Metrics::render(const std::vector<Part>& parts) {
   const auto now = std::chrono::steady_clock::now();
-  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<std::unique_lock<std::mutex>> locks;
+  for (const Part& p : parts) locks.emplace_back(p.metrics->mu_);
   std::string out;
-  out += "# HELP qkv_requests_total HTTP requests answered, by endpoint and status\n";
-  out += "# TYPE qkv_requests_total counter\n";
-  for (const auto& [key, n] : requests_) {
-    out += "qkv_requests_total{endpoint=\"" + key.first + "\",status=\"" + std::to_string(key.second) + "\"} " +
-           std::to_string(n) + "\n";
+  auto braces = [](const std::string& label) { return label.empty() ? std::string() : "{" + label + "}"; };
+  auto header = [&](const char* name, const char* help, const char* type) {
+    out += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " " + type + "\n";
+  };
+  header("qkv_requests_total", "HTTP requests answered, by endpoint and status", "counter");
+  for (const Part& p : parts) {
+    const std::string pre = p.metrics->label_.empty() ? "" : p.metrics->label_ + ",";
+    for (const auto& [key, n] : p.metrics->requests_) {
+      out += "qkv_requests_total{" + pre + "endpoint=\"" + key.first + "\",status=\"" + std::to_string(key.second) +
+             "\"} " + std::to_string(n) + "\n";
+    }
   }
-  auto counter = [&](const char* name, const char* help, uint64_t v) {
-    out += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " counter\n" + name + " " +
-           std::to_string(v) + "\n";
+  // A family of one value per part.
+  auto family = [&](const char* name, const char* help, const char* type, auto value) {
+    header(name, help, type);
+    for (const Part& p : parts) out += name + braces(p.metrics->label_) + " " + num(value(p)) + "\n";
   };
-  auto gauge = [&](const char* name, const char* help, double v) {
-    out += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " gauge\n" + name + " " + num(v) + "\n";
+  auto counter = [&](const char* name, const char* help, uint64_t Metrics::*field) {
+    header(name, help, "counter");
+    for (const Part& p : parts) {
+      out += name + braces(p.metrics->label_) + " " + std::to_string(p.metrics->*field) + "\n";
+    }
   };
-  counter("qkv_prompt_tokens_total", "prompt tokens of finished requests", prompt_);
-  counter("qkv_prompt_tokens_cached_total", "prompt tokens reused from a slot's cache", cached_);
-  counter("qkv_generated_tokens_total", "tokens generated", generated_);
-  counter("qkv_embedding_requests_total", "embedding and rerank requests computed", embed_requests_);
-  counter("qkv_embedding_inputs_total", "inputs embedded (texts, token lists, rerank pairs)", embed_inputs_);
-  counter("qkv_embedding_tokens_total", "tokens of the embedded inputs", embed_tokens_);
+  counter("qkv_prompt_tokens_total", "prompt tokens of finished requests", &Metrics::prompt_);
+  counter("qkv_prompt_tokens_cached_total", "prompt tokens reused from a slot's cache", &Metrics::cached_);
+  counter("qkv_generated_tokens_total", "tokens generated", &Metrics::generated_);
+  counter("qkv_embedding_requests_total", "embedding and rerank requests computed", &Metrics::embed_requests_);
+  counter("qkv_embedding_inputs_total", "inputs embedded (texts, token lists, rerank pairs)", &Metrics::embed_inputs_);
+  counter("qkv_embedding_tokens_total", "tokens of the embedded inputs", &Metrics::embed_tokens_);
   counter("qkv_embedding_calls_total", "embedding passes (each packs the inputs of the requests waiting)",
-          embed_calls_);
-  int64_t window_tokens = 0;
-  for (const auto& [t, n] : recent_) {
-    if (std::chrono::duration<double>(now - t).count() <= kRateWindowS) window_tokens += n;
-  }
-  gauge("qkv_tokens_per_second", "tokens generated per second over the last 10 seconds",
-        static_cast<double>(window_tokens) / kRateWindowS);
-  gauge("qkv_queue_depth", "requests waiting for a slot", static_cast<double>(queue_depth));
-  gauge("qkv_embedding_queue_depth", "embedding requests waiting for the worker",
-        static_cast<double>(embed_queue_depth));
-  gauge("qkv_slots_busy", "slots running a request", busy_slots);
-  gauge("qkv_slots_total", "slots (sequences of the KV cache)", slots);
-  ttft_.write(out, "qkv_time_to_first_token_seconds", "time from arrival to the first generated token");
-  itl_.write(out, "qkv_inter_token_latency_seconds", "time between a request's consecutive tokens");
+          &Metrics::embed_calls_);
+  family("qkv_tokens_per_second", "tokens generated per second over the last 10 seconds", "gauge",
+         [&](const Part& p) {
+           int64_t window_tokens = 0;
+           for (const auto& [t, n] : p.metrics->recent_) {
+             if (std::chrono::duration<double>(now - t).count() <= kRateWindowS) window_tokens += n;
+           }
+           return static_cast<double>(window_tokens) / kRateWindowS;
+         });
+  family("qkv_queue_depth", "requests waiting for a slot", "gauge",
+         [](const Part& p) { return static_cast<double>(p.queue_depth); });
+  family("qkv_embedding_queue_depth", "embedding requests waiting for the worker", "gauge",
+         [](const Part& p) { return static_cast<double>(p.embed_queue_depth); });
+  family("qkv_slots_busy", "slots running a request", "gauge", [](const Part& p) { return double(p.busy_slots); });
+  family("qkv_slots_total", "slots (sequences of the KV cache)", "gauge", [](const Part& p) { return double(p.slots); });
+  header("qkv_time_to_first_token_seconds", "time from arrival to the first generated token", "histogram");
+  for (const Part& p : parts) p.metrics->ttft_.write_samples(out, "qkv_time_to_first_token_seconds", p.metrics->label_);
+  header("qkv_inter_token_latency_seconds", "time between a request's consecutive tokens", "histogram");
+  for (const Part& p : parts) p.metrics->itl_.write_samples(out, "qkv_inter_token_latency_seconds", p.metrics->label_);
   return out;
 }
 

@@ -17,7 +17,8 @@ class Histogram {
  public:
   explicit Histogram(std::vector<double> bounds);
   void observe(double x);
-  void write(std::string& out, const std::string& name, const std::string& help) const;
+  // The samples (label: "" or 'key="value"' put before le).
+  void write_samples(std::string& out, const std::string& name, const std::string& label) const;
 
  private:
   std::vector<double> bounds_;
@@ -28,7 +29,9 @@ class Histogram {
 
 class Metrics {
  public:
-  Metrics();
+  // label: "" for the server's own, 'model="NAME"' for a model's when the
+  // server holds several.
+  explicit Metrics(std::string label = "");
   void request_done(const std::string& endpoint, int status);
   void tokens(int64_t prompt, int64_t cached, int64_t generated);
   void first_token(double seconds);
@@ -36,10 +39,18 @@ class Metrics {
   void step_tokens(int64_t n);  // tokens generated in one scheduler step (tokens/s over the last 10 s)
   // One qkv_embed call of the embedding worker: the requests whose inputs it packed.
   void embedded(int64_t requests, int64_t inputs, int64_t tokens);
-  // The Prometheus text; the gauges are given by the caller.
-  std::string render(size_t queue_depth, int busy_slots, int slots, size_t embed_queue_depth = 0);
+  // One Metrics object in a /metrics page, with its gauges.
+  struct Part {
+    Metrics* metrics = nullptr;
+    size_t queue_depth = 0;
+    int busy_slots = 0, slots = 0;
+    size_t embed_queue_depth = 0;
+  };
+  // The Prometheus text of every part, each family's samples together.
+  static std::string render(const std::vector<Part>& parts);
 
  private:
+  std::string label_;
   std::mutex mu_;
   std::map<std::pair<std::string, int>, uint64_t> requests_;
   uint64_t prompt_ = 0, cached_ = 0, generated_ = 0;

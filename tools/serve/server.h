@@ -1,4 +1,4 @@
-// qkv serve's HTTP side: the options, and the state the endpoints share.
+// qkv serve's HTTP side: the state the endpoints share and the handler wrappers.
 #pragma once
 
 #include <atomic>
@@ -13,65 +13,33 @@
 
 #include "qkv.h"
 #include "tools/serve/api_error.h"
-#include "tools/serve/embeddings.h"
-#include "tools/serve/grammar_cache.h"
 #include "tools/serve/metrics.h"
-#include "tools/serve/request.h"
-#include "tools/serve/scheduler.h"
+#include "tools/serve/model_registry.h"
+#include "tools/serve/served_model.h"
 
 namespace qkv::serve {
 
-struct ServeOptions {
-  std::string model_path, tokenizer_path, model_id;
-  std::string host = "127.0.0.1";
-  int port = 8080;  // 0: any free port (printed)
-  int slots = 4;
-  int64_t context = 0;  // per slot; 0: min(model's, 4096)
-  qkv_type kv_type = QKV_TYPE_F16;
-  int threads = 0;
-  uint64_t memory_limit = 0;  // qkv_context_options.memory_limit; 0: none
-  std::string api_key;
-  std::string chat_template;  // --chat-template-file's text; "": the model's
-  size_t max_queue = 64;
-  double timeout_s = 600;
-  double grace_s = 10;
-  double io_timeout_s = 30;  // socket read/write stall limit
-  int64_t prefill_chunk = 256;
-  int64_t prefill_batch = 512;
-  size_t max_body = 1 << 20;
-  int max_json_depth = 32;
-  qkv_pooling pooling = QKV_POOLING_DEFAULT;  // --pooling; DEFAULT: the model's
-  bool embedding_only = false;  // --embeddings / --rerank: no generation, also for a decoder
-};
-
+// The server: its options, its own metrics (the routes without a model;
+// with one model, that model's too) and the models.
 struct ServerState {
   ServeOptions options;
-  qkv_model* model = nullptr;
-  qkv_model_info info{};
-  int64_t slot_context = 0;
-  RequestLimits limits;
   Metrics metrics;
-  GrammarCache grammars;
-  ComputeTurns turns;                    // the scheduler's and the embedding worker's passes alternate
-  std::unique_ptr<Scheduler> scheduler;  // null when the server only embeds
-  // Embeddings: the pooling a request gets by default, the tokens one input
-  // may have, and the worker (an embedding model's from the start, a
-  // decoder's from its first embedding request).
-  bool embedding_only = false;
-  qkv_pooling pooling = QKV_POOLING_LAST;
-  int64_t embed_context = 0;
-  std::mutex embed_mu;
-  std::unique_ptr<EmbedWorker> embedder;
   std::atomic<bool> stopping{false};
-  // Streaming responses whose last bytes are not yet written: a shutdown
-  // waits for them (bounded) so that no stream is cut before its end event.
-  std::atomic<int> open_streams{0};
+  std::unique_ptr<ModelRegistry> models;
 };
+
+// The model a request's JSON body names in `model` (Ollama's older `name`
+// too); "" when it names none or the server holds one model.
+std::string requested_model(const ServerState& st, const httplib::Request& req);
+// The request's model, loaded and leased (ApiError: 404 unknown, 500 a failed
+// load, 503 busy or stopping; 400 when a generation path asks a model that
+// only embeds).
+ModelLease lease_model(ServerState& st, const httplib::Request& req);
 
 // Every route, the auth check and the error handlers.
 void install_routes(httplib::Server& svr, ServerState& state);
 // POST /v1/completions and /v1/chat/completions.
-void handle_generate(ServerState& state, bool chat, const httplib::Request& req, httplib::Response& res);
+void handle_generate(ServedModel& model, bool chat, const httplib::Request& req, httplib::Response& res);
 // Writes an OpenAI error object with its status.
 void send_error(httplib::Response& res, int status, const std::string& message,
                 const std::string& type = "invalid_request_error", const std::string& param = "",
@@ -80,27 +48,51 @@ void send_error(httplib::Response& res, int status, const std::string& message,
 void send_error_for(const httplib::Request& req, httplib::Response& res, const ApiError& e);
 // A route's handler with its outcome counted under endpoint and its errors
 // (ApiError, a JSON value of an unexpected type) answered in the shape of the
-// API the request's path belongs to. f takes (state, request, response) or
-// (request, response).
+// API the request's path belongs to. f takes (model, request, response) (the
+// request's model leased for it), (state, request, response) or (request,
+// response).
 template <typename F>
 httplib::Server::Handler guarded(ServerState& st, const char* endpoint, F f) {
   return [&st, endpoint, f](const httplib::Request& req, httplib::Response& res) {
+    Metrics* metrics = &st.metrics;
     try {
-      if constexpr (std::is_invocable_v<F, ServerState&, const httplib::Request&, httplib::Response&>) {
+      if constexpr (std::is_invocable_v<F, ServedModel&, const httplib::Request&, httplib::Response&>) {
+        ModelLease lease = lease_model(st, req);
+        metrics = &lease.model().metrics;
+        f(lease.model(), req, res);
+      } else if constexpr (std::is_invocable_v<F, ServerState&, const httplib::Request&, httplib::Response&>) {
         f(st, req, res);
       } else {
         f(req, res);
       }
-      st.metrics.request_done(endpoint, 200);
+      metrics->request_done(endpoint, 200);
     } catch (const ApiError& e) {
       send_error_for(req, res, e);
-      st.metrics.request_done(endpoint, e.status);
+      metrics->request_done(endpoint, e.status);
     } catch (const nlohmann::json::exception& e) {
       send_error_for(req, res, ApiError(400, std::string("unexpected JSON: ") + e.what()));
-      st.metrics.request_done(endpoint, 400);
+      metrics->request_done(endpoint, 400);
     }
   };
 }
+// A handler f(model, request, response) that answers its own errors, run
+// with the request's model leased (until its stream, if any, has started).
+template <typename F>
+httplib::Server::Handler with_model(ServerState& st, F f) {
+  return [&st, f](const httplib::Request& req, httplib::Response& res) {
+    std::unique_ptr<ModelLease> lease;
+    try {
+      lease = std::make_unique<ModelLease>(lease_model(st, req));
+    } catch (const ApiError& e) {
+      send_error_for(req, res, e);
+      st.metrics.request_done(req.path, e.status);
+      return;
+    }
+    f(lease->model(), req, res);
+  };
+}
+// GET /v1/models, POST /models/load and /models/unload.
+void install_model_list_routes(httplib::Server& svr, ServerState& state);
 // POST /v1/embeddings, /embeddings, /v1/rerank, /rerank, /v1/reranking, /reranking.
 void install_embedding_routes(httplib::Server& svr, ServerState& state);
 // API adapters (tools/serve/adapters/): each installs its routes.

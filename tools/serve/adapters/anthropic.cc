@@ -191,12 +191,12 @@ class BlockStream {
 // The body as ordered JSON (tool schemas keep their property order, which is
 // the order the grammar makes the model write them in), within the server's
 // depth limit.
-ordered_json read_body(const ServerState& st, const httplib::Request& req) {
+ordered_json read_body(const ServedModel& st, const httplib::Request& req) {
   parse_body(req.body, st.options.max_json_depth);  // the depth and syntax checks, with their errors
   return ordered_json::parse(req.body);
 }
 
-void check_model(const ServerState& st, const GenRequest& r) {
+void check_model(const ServedModel& st, const GenRequest& r) {
   if (!r.model.empty() && r.model != st.options.model_id) {
     throw ApiError(404, "the model '" + r.model + "' does not exist (this server has '" +
                             st.options.model_id + "')",
@@ -204,7 +204,7 @@ void check_model(const ServerState& st, const GenRequest& r) {
   }
 }
 
-void create_message(ServerState& st, const httplib::Request& req, httplib::Response& res) {
+void create_message(ServedModel& st, const httplib::Request& req, httplib::Response& res) {
   MessagesRequest mr = parse_messages_request(read_body(st, req), st.limits, false);
   GenRequest& r = mr.gen;
   check_model(st, r);
@@ -243,7 +243,7 @@ void create_message(ServerState& st, const httplib::Request& req, httplib::Respo
   stream_chat(st, r, res, std::move(f), kEndpoint);  // counts the request when the stream ends
 }
 
-void count_tokens(ServerState& st, const httplib::Request& req, httplib::Response& res) {
+void count_tokens(ServedModel& st, const httplib::Request& req, httplib::Response& res) {
   MessagesRequest mr = parse_messages_request(read_body(st, req), st.limits, true);
   check_model(st, mr.gen);
   const ChatPrompt p = render_chat(st.model, st.options.chat_template, mr.gen);
@@ -261,8 +261,8 @@ ApiError with_field(const ApiError& e) {
 
 // Runs a handler; an error becomes Anthropic's error object.
 template <typename F>
-httplib::Server::Handler anthropic_handler(ServerState& st, const char* endpoint, F f) {
-  return [&st, endpoint, f](const httplib::Request& req, httplib::Response& res) {
+auto anthropic_handler(const char* endpoint, F f) {
+  return [endpoint, f](ServedModel& st, const httplib::Request& req, httplib::Response& res) {
     try {
       f(st, req, res);
     } catch (const ApiError& e) {
@@ -278,8 +278,8 @@ httplib::Server::Handler anthropic_handler(ServerState& st, const char* endpoint
 }  // namespace
 
 void install_anthropic_routes(httplib::Server& svr, ServerState& st) {
-  svr.Post(kEndpoint, anthropic_handler(st, kEndpoint, create_message));
-  svr.Post(kCountEndpoint, anthropic_handler(st, kCountEndpoint, count_tokens));
+  svr.Post(kEndpoint, with_model(st, anthropic_handler(kEndpoint, create_message)));
+  svr.Post(kCountEndpoint, with_model(st, anthropic_handler(kCountEndpoint, count_tokens)));
 }
 
 }  // namespace qkv::serve

@@ -2,7 +2,7 @@
 // (ollama-js, ollama-python, and the apps built on them). Errors are
 // Ollama's {"error": "message"} with 400, 404 or 500.
 //
-// POST /api/chat: model (the server's model id, also with ":latest"; another
+// POST /api/chat: model (a served model's id, also with ":latest"; an unknown
 //   name: 404), messages (role system, user, assistant or tool; content;
 //   assistant thinking and tool_calls [{function: {name, arguments: an
 //   object}}]; tool messages answer the calls in order: by tool_call_id when
@@ -113,7 +113,7 @@ void refuse_images(const json& o, const std::string& where) {
   }
 }
 
-void parse_options(const json& body, const ServerState& st, GenRequest& r) {
+void parse_options(const json& body, const ServedModel& st, GenRequest& r) {
   qkv_sampler_options_init(&r.sampler);
   const json* o = get(body, "options");
   if (!o) return;
@@ -337,7 +337,7 @@ struct Parsed {
   ordered_json ordered;  // the same, keys in the order written
 };
 
-Parsed read_body(const ServerState& st, const httplib::Request& req) {
+Parsed read_body(const ServedModel& st, const httplib::Request& req) {
   Parsed p;
   p.body = parse_body(req.body, st.options.max_json_depth);
   if (!p.body.is_object()) throw ApiError(400, "the request body must be a JSON object");
@@ -345,7 +345,7 @@ Parsed read_body(const ServerState& st, const httplib::Request& req) {
   return p;
 }
 
-void chat_route(ServerState& st, const ModelCard& card, const httplib::Request& req, httplib::Response& res,
+void chat_route(ServedModel& st, const ModelCard& card, const httplib::Request& req, httplib::Response& res,
                 ollama::RunSpec& spec) {
   const Parsed p = read_body(st, req);
   const json& body = p.body;
@@ -366,7 +366,7 @@ void chat_route(ServerState& st, const ModelCard& card, const httplib::Request& 
   ollama::run(st, r, spec, res);
 }
 
-void generate_route(ServerState& st, const ModelCard& card, const httplib::Request& req, httplib::Response& res,
+void generate_route(ServedModel& st, const ModelCard& card, const httplib::Request& req, httplib::Response& res,
                     ollama::RunSpec& spec) {
   const Parsed p = read_body(st, req);
   const json& body = p.body;
@@ -415,11 +415,11 @@ void generate_route(ServerState& st, const ModelCard& card, const httplib::Reque
   ollama::run(st, r, spec, res);
 }
 
-using Route = void (*)(ServerState&, const ModelCard&, const httplib::Request&, httplib::Response&, ollama::RunSpec&);
+using Route = void (*)(ServedModel&, const ModelCard&, const httplib::Request&, httplib::Response&, ollama::RunSpec&);
 
-httplib::Server::Handler generation(ServerState& st, std::shared_ptr<const ModelCard> card, const char* endpoint,
-                                    bool chat_shape, Route route) {
-  return [&st, card, endpoint, chat_shape, route](const httplib::Request& req, httplib::Response& res) {
+auto generation(const char* endpoint, bool chat_shape, Route route) {
+  return [endpoint, chat_shape, route](ServedModel& st, const httplib::Request& req, httplib::Response& res) {
+    const std::shared_ptr<const ModelCard> card = ollama::card_of(st);
     ollama::RunSpec spec;
     spec.start = Clock::now();
     spec.chat_shape = chat_shape;
@@ -439,10 +439,9 @@ httplib::Server::Handler generation(ServerState& st, std::shared_ptr<const Model
 }  // namespace
 
 void install_ollama_routes(httplib::Server& svr, ServerState& st) {
-  auto card = std::make_shared<const ModelCard>(ollama::make_model_card(st));
-  svr.Post("/api/chat", generation(st, card, "/api/chat", true, chat_route));
-  svr.Post("/api/generate", generation(st, card, "/api/generate", false, generate_route));
-  ollama::install_model_routes(svr, st, card);
+  svr.Post("/api/chat", with_model(st, generation("/api/chat", true, chat_route)));
+  svr.Post("/api/generate", with_model(st, generation("/api/generate", false, generate_route)));
+  ollama::install_model_routes(svr, st);
   ollama::install_embed_routes(svr, st);
 }
 

@@ -22,7 +22,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-json body_of(const ServerState& st, const httplib::Request& req) {
+json body_of(const ServedModel& st, const httplib::Request& req) {
   json j = parse_body(req.body, st.options.max_json_depth);
   if (!j.is_object()) throw ApiError(400, "the request body must be a JSON object");
   return j;
@@ -32,7 +32,7 @@ int64_t nanoseconds_since(Clock::time_point t) {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t).count();
 }
 
-void embed_route(ServerState& st, const httplib::Request& req, httplib::Response& res) {
+void embed_route(ServedModel& st, const httplib::Request& req, httplib::Response& res) {
   const auto start = Clock::now();
   const json body = body_of(st, req);
   const std::string model = checked_model(st, body);
@@ -57,7 +57,7 @@ void embed_route(ServerState& st, const httplib::Request& req, httplib::Response
   res.set_content(text, "application/json; charset=utf-8");
 }
 
-void embeddings_route(ServerState& st, const httplib::Request& req, httplib::Response& res) {
+void embeddings_route(ServedModel& st, const httplib::Request& req, httplib::Response& res) {
   const json body = body_of(st, req);
   checked_model(st, body);
   const EmbedRequest r = parse_ollama_embeddings(body, embed_limits(st));

@@ -1,10 +1,12 @@
-// The Ollama API's model endpoints for the one model the server holds:
-//   GET  /api/tags     the model: name and model (the server's model id),
+// The Ollama API's model endpoints over the served models:
+//   GET  /api/tags     every model: name and model (its id),
 //                      modified_at (the file's time), size (the file's),
 //                      digest (a stable hash of the path and size, not
 //                      Ollama's sha256 of a blob: there is no blob store),
 //                      details {format, family, families, parameter_size,
-//                      quantization_level}.
+//                      quantization_level}; a model not loaded shows what
+//                      its file and GGUF header tell (no parameter size or
+//                      quantization).
 //   POST /api/show     {model, verbose?}: details, model_info (the GGUF
 //                      metadata; arrays only with verbose, as Ollama does),
 //                      template (the chat template's Jinja text, not a Go
@@ -12,12 +14,12 @@
 //                      "tools" when the template renders tools, "thinking"
 //                      when it has a thinking block; "embedding" alone when
 //                      the server only embeds).
-//   GET  /api/ps       the model as loaded: size (weights and KV cache),
-//                      expires_at (far away: it stays loaded while the server
-//                      runs, whatever keep_alive says), context_length.
+//   GET  /api/ps       the loaded models: size (weights and KV cache),
+//                      expires_at (--idle-unload from now, or far away
+//                      without it; keep_alive is not read), context_length.
 //   GET  /api/version  {version}: qkv's version.
 // Pulling, creating, copying, deleting and pushing models are not served
-// (404): the model is the one the server was started with.
+// (404): the models are the ones the server was started with.
 #include <sys/stat.h>
 
 #include <cstdio>
@@ -46,7 +48,7 @@ std::string rfc3339(std::chrono::system_clock::time_point t) {
   return buf;
 }
 
-std::string checked_model(const ServerState& st, const json& body) {
+std::string checked_model(const ServedModel& st, const json& body) {
   auto it = body.find("model");
   if (it == body.end() || it->is_null()) throw bad_field("model", "model is required", "missing_required_parameter");
   if (!it->is_string()) throw bad_field("model", "'model' must be a string", "invalid_type");
@@ -161,18 +163,10 @@ void send(httplib::Response& res, const ordered_json& j) {
                   "application/json; charset=utf-8");
 }
 
-// Bytes per KV cache element of the server's --kv-type.
-double kv_element_bytes(qkv_type t) {
-  switch (t) {
-    case QKV_TYPE_F32: return 4;
-    case QKV_TYPE_Q8_0: return 34.0 / 32.0;
-    default: return 2;
-  }
-}
 
 }  // namespace
 
-ModelCard make_model_card(const ServerState& st) {
+ModelCard make_model_card(const ServedModel& st) {
   ModelCard c;
   const std::string& path = st.options.model_path;
   struct stat sb {};
@@ -232,17 +226,57 @@ ModelCard make_model_card(const ServerState& st) {
   return c;
 }
 
-void install_model_routes(httplib::Server& svr, ServerState& st, std::shared_ptr<const ModelCard> card) {
-  svr.Get("/api/tags", guarded(st, "/api/tags", [&st, card](const httplib::Request&, httplib::Response& res) {
-            send(res, {{"models",
-                        {{{"name", st.options.model_id},
-                          {"model", st.options.model_id},
-                          {"modified_at", card->file_time},
-                          {"size", card->file_size},
-                          {"digest", card->digest},
-                          {"details", card->details}}}}});
+std::shared_ptr<const ModelCard> card_of(ServedModel& st) {
+  std::lock_guard<std::mutex> lock(st.card_mu);
+  if (!st.ollama_card) st.ollama_card = std::make_shared<const ModelCard>(make_model_card(st));
+  return st.ollama_card;
+}
+
+namespace {
+
+// An unloaded model as the listing shows it: what its file and header tell.
+ordered_json unloaded_entry(const ModelStatus& m) {
+  struct stat sb {};
+  const bool found = ::stat(m.path.c_str(), &sb) == 0;
+  const uint64_t size = found ? static_cast<uint64_t>(sb.st_size) : 0;
+  const std::string time = rfc3339(found ? std::chrono::system_clock::from_time_t(sb.st_mtime)
+                                         : std::chrono::system_clock::now());
+  const std::string family = m.architecture;
+  return {{"name", m.name},
+          {"model", m.name},
+          {"modified_at", time},
+          {"size", size},
+          {"digest", digest_of(m.path, size)},
+          {"details", {{"parent_model", ""},
+                       {"format", GGUFFile::has_magic(m.path) ? "gguf" : "llama2.c"},
+                       {"family", family},
+                       {"families", ordered_json::array({family})},
+                       {"parameter_size", ""},
+                       {"quantization_level", ""}}}};
+}
+
+}  // namespace
+
+void install_model_routes(httplib::Server& svr, ServerState& server) {
+  svr.Get("/api/tags", guarded(server, "/api/tags", [](ServerState& s, const httplib::Request&, httplib::Response& res) {
+            ordered_json list = ordered_json::array();
+            s.models->for_each([&](const ModelStatus& m) {
+              if (m.state != LoadState::kLoaded) {
+                list.push_back(unloaded_entry(m));
+                return;
+              }
+              const std::shared_ptr<const ModelCard> card = card_of(*m.model);
+              list.push_back({{"name", m.name},
+                              {"model", m.name},
+                              {"modified_at", card->file_time},
+                              {"size", card->file_size},
+                              {"digest", card->digest},
+                              {"details", card->details}});
+            });
+            send(res, {{"models", list}});
           }));
-  svr.Post("/api/show", guarded(st, "/api/show", [&st, card](const httplib::Request& req, httplib::Response& res) {
+  svr.Post("/api/show", guarded(server, "/api/show", [](ServedModel& st, const httplib::Request& req,
+                                                        httplib::Response& res) {
              json body = parse_body(req.body, st.options.max_json_depth);
              if (!body.is_object()) throw ApiError(400, "the request body must be a JSON object");
              // Older clients send the model as `name`.
@@ -250,6 +284,7 @@ void install_model_routes(httplib::Server& svr, ServerState& st, std::shared_ptr
                body["model"] = body["name"];
              }
              checked_model(st, body);
+             const std::shared_ptr<const ModelCard> card = card_of(st);
              bool verbose = false;
              if (auto v = body.find("verbose"); v != body.end() && !v->is_null()) {
                if (!v->is_boolean()) throw bad_field("verbose", "'verbose' must be true or false", "invalid_type");
@@ -273,22 +308,27 @@ void install_model_routes(httplib::Server& svr, ServerState& st, std::shared_ptr
                         {"capabilities", caps},
                         {"modified_at", card->file_time}});
            }));
-  svr.Get("/api/ps", guarded(st, "/api/ps", [&st, card](const httplib::Request&, httplib::Response& res) {
-            const double kv = st.embedding_only ? 0.0 : 2.0 * static_cast<double>(st.info.n_layers * st.info.n_kv_heads * st.info.head_dim) *
-                              static_cast<double>(st.slot_context) * st.options.slots *
-                              kv_element_bytes(st.options.kv_type);
-            const auto forever = std::chrono::system_clock::now() + std::chrono::hours(24 * 365 * 100);
-            send(res, {{"models",
-                        {{{"name", st.options.model_id},
-                          {"model", st.options.model_id},
-                          {"size", st.info.weight_bytes + static_cast<uint64_t>(kv)},
-                          {"digest", card->digest},
-                          {"details", card->details},
-                          {"expires_at", rfc3339(forever)},
-                          {"size_vram", 0},
-                          {"context_length", st.slot_context}}}}});
+  svr.Get("/api/ps", guarded(server, "/api/ps", [](ServerState& s, const httplib::Request&, httplib::Response& res) {
+            const auto expires = std::chrono::system_clock::now() +
+                                 (s.options.idle_unload_s > 0
+                                      ? std::chrono::milliseconds(static_cast<int64_t>(s.options.idle_unload_s * 1000))
+                                      : std::chrono::hours(24 * 365 * 100));
+            ordered_json list = ordered_json::array();
+            s.models->for_each([&](const ModelStatus& m) {
+              if (m.state != LoadState::kLoaded) return;
+              const std::shared_ptr<const ModelCard> card = card_of(*m.model);
+              list.push_back({{"name", m.name},
+                              {"model", m.name},
+                              {"size", m.memory_bytes},
+                              {"digest", card->digest},
+                              {"details", card->details},
+                              {"expires_at", rfc3339(expires)},
+                              {"size_vram", 0},
+                              {"context_length", m.model->slot_context}});
+            });
+            send(res, {{"models", list}});
           }));
-  svr.Get("/api/version", guarded(st, "/api/version", [](const httplib::Request&, httplib::Response& res) {
+  svr.Get("/api/version", guarded(server, "/api/version", [](const httplib::Request&, httplib::Response& res) {
             send(res, {{"version", qkv_version()}});
           }));
 }

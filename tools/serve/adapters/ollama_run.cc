@@ -120,7 +120,7 @@ std::string text_of(const ordered_json& j) {
 
 std::string ndjson(const ordered_json& j) { return text_of(j) + "\n"; }
 
-void answer_whole(ServerState& st, Run& run, httplib::Response& res) {
+void answer_whole(ServedModel& st, Run& run, httplib::Response& res) {
   for (;;) {
     const JobEvents e = run.job->take(std::chrono::milliseconds(200));
     run.saw(e);
@@ -150,7 +150,7 @@ void answer_whole(ServerState& st, Run& run, httplib::Response& res) {
   st.metrics.request_done(run.spec.endpoint, 200);
 }
 
-void answer_stream(ServerState& st, std::shared_ptr<Run> run, httplib::Response& res) {
+void answer_stream(ServedModel& st, std::shared_ptr<Run> run, httplib::Response& res) {
   Metrics* metrics = &st.metrics;
   start_stream(
       st, res, "application/x-ndjson", run->job, [run] { return run->finished; },
@@ -210,7 +210,7 @@ void answer_stream(ServerState& st, std::shared_ptr<Run> run, httplib::Response&
 
 }  // namespace
 
-void run(ServerState& st, GenRequest& r, const RunSpec& spec, httplib::Response& res) {
+void run(ServedModel& st, GenRequest& r, const RunSpec& spec, httplib::Response& res) {
   auto run = std::make_shared<Run>();
   run->spec = spec;
   std::string prompt_text;

@@ -327,7 +327,7 @@ class EventStream {
   std::map<size_t, size_t> call_outputs_;  // call index -> output index, of the calls given items
 };
 
-void handle_responses(ServerState& st, const httplib::Request& req, httplib::Response& res) {
+void handle_responses(ServedModel& st, const httplib::Request& req, httplib::Response& res) {
   try {
     ResponsesRequest q = parse_responses_request(req.body, st.options.max_json_depth);
     if (!q.gen.model.empty() && q.gen.model != st.options.model_id) {
@@ -370,7 +370,7 @@ void not_stored(ServerState& st, const httplib::Request& req, httplib::Response&
 }  // namespace
 
 void install_responses_routes(httplib::Server& svr, ServerState& st) {
-  svr.Post(kEndpoint, [&st](const httplib::Request& req, httplib::Response& res) { handle_responses(st, req, res); });
+  svr.Post(kEndpoint, with_model(st, handle_responses));
   auto stored = [&st](const httplib::Request& req, httplib::Response& res) { not_stored(st, req, res); };
   svr.Get(R"(/v1/responses/([^/]+)(/input_items)?)", stored);
   svr.Delete(R"(/v1/responses/([^/]+))", stored);

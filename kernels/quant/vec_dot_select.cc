@@ -1,0 +1,25 @@
+// Which kernel quant_dot_rows takes for a block type on this CPU beyond the
+// Highway dispatch: the Armv8 SDOT kernels (kernels/quant/vec_dot_arm_dotprod.h)
+// where the core has the dot product, read from AT_HWCAP, since Highway
+// 1.0.3's NEON target does not use it.
+#include "kernels/machine/arm_features.h"
+#include "kernels/machine/isa_cap.h"
+#include "kernels/quant/vec_dot.h"
+#include "kernels/quant/vec_dot_arm_dotprod.h"
+
+namespace qkv {
+
+bool arm_dotprod_takes(DType t) {
+  if (!arm_dotprod_kernel(t) || !arm_features().dotprod) return false;
+  // A cap at "scalar" (QKV_ISA / --isa) runs the scalar kernels on ARM as on x86.
+  const std::optional<IsaLevel> cap = isa_cap();
+  return !(cap.has_value() && *cap == IsaLevel::kScalar);
+}
+
+const char* arm_matvec_kernel_name(DType t) {
+  if (arm_dotprod_takes(t)) return "SDOT int8 dot product";
+  if (!arm_features().dotprod) return "scalar (this core has no dot product)";
+  return arm_dotprod_kernel(t) ? "scalar (ISA cap)" : "scalar (no SDOT kernel for the type)";
+}
+
+}  // namespace qkv

@@ -1,0 +1,222 @@
+#!/usr/bin/env bash
+# qkv serve with several models (two -m flags, --models-dir): each answers a
+# greedy completion exactly as `qkv run` on its file does, alternately and
+# concurrently; GET /v1/models lists every model with its state, context and
+# architecture (and Ollama's /api/tags and /api/ps); an unknown model is a 404
+# in each API's shape; POST /models/load and /models/unload; least recently
+# used unload under a --memory-limit that holds one model (the unloaded one
+# reloads on its next request and answers the same); a truncated GGUF answers
+# its requests with a 500 naming the problem while the others keep serving;
+# --models-max 1 and --idle-unload 1.
+# Usage: serve_models.sh QKV SHARED_DIR [quick]
+# quick (the AddressSanitizer run): one prompt of fewer tokens, one round,
+# no --models-max/--idle-unload server.
+set -u
+QKV="$1"
+QUICK="${3:-}"
+A_FILE="$2/models/stories260K.gguf"
+B_FILE="$2/models/tinystories-3M-Q4_0.gguf"
+for f in "$A_FILE" "$B_FILE"; do
+  if [ ! -f "$f" ]; then echo "SKIPPED: $f is absent"; exit 0; fi
+done
+command -v curl >/dev/null || { echo "SKIPPED: curl is not installed"; exit 0; }
+command -v python3 >/dev/null || { echo "SKIPPED: python3 is not installed"; exit 0; }
+source "$(dirname "$0")/serve_lib.sh"
+fail=0
+bad() { echo "FAIL: $*"; fail=1; }
+json() { python3 -c "import json,sys; d=json.load(sys.stdin); print($1)"; }
+A=stories260K
+B=tinystories-3M-Q4_0
+FLAGS=(--slots 2 -c 256 --kv-type f32 -t 2)
+N=24
+# The reference: qkv run's greedy continuation of each prompt on each file.
+prompts=("Once upon a time" "The cat sat")
+rounds="1 2"
+if [ "$QUICK" == quick ]; then
+  N=12
+  prompts=("The cat sat")  # the two models part within its first tokens
+  rounds=1
+fi
+
+declare -A ref
+for p in "${prompts[@]}"; do
+  for m in A B; do
+    file_var="${m}_FILE"
+    out=$("$QKV" run -m "${!file_var}" -p "$p" -n $N --temp 0 -q -t 1 --kv-type f32) || { echo "FAIL: qkv run"; exit 1; }
+    ref[$m:$p]="${out#"$p"}"
+  done
+done
+[ "${ref[A:${prompts[0]}]}" != "${ref[B:${prompts[0]}]}" ] || bad "the two models give the same text: the test cannot tell them apart"
+
+# complete URL MODEL PROMPT (MODEL "": no model field) -> the completion's JSON
+complete() {
+  local field=""
+  [ -n "$2" ] && field="\"model\":\"$2\","
+  curl -s -m 60 "$1/v1/completions" -d "{$field\"prompt\":\"$3\",\"max_tokens\":$N,\"temperature\":0}"
+}
+# check_text URL MODEL_NAME REF_KEY_MODEL PROMPT WHAT
+check_text() {
+  local body got
+  body=$(complete "$1" "$2" "$4")
+  got=$(json 'd["choices"][0]["text"]' <<<"$body" 2>/dev/null)
+  [ "$got" == "${ref[$3:$4]}" ] || bad "$5: model '$2', '$4' gave '$got' ($body), qkv run '${ref[$3:$4]}'"
+}
+# status URL NAME -> the model's status in /v1/models
+status() { curl -s -m 10 "$1/v1/models" | json "[m['status'] for m in d['data'] if m['id'] == '$2'][0]" 2>/dev/null; }
+post() { curl -s -m 60 -o "$SERVE_TMP/body" -w '%{http_code}' "$1$2" -d "$3"; }
+
+# --- two -m flags ------------------------------------------------------------------
+start_server S "$QKV" -m "$A_FILE" -m "$B_FILE" "${FLAGS[@]}" --grace 30 || exit 1
+U="http://127.0.0.1:$S_PORT"
+curl -s "$U/v1/models" >"$SERVE_TMP/models.json"
+python3 - "$SERVE_TMP/models.json" "$A" "$B" <<'PY' || fail=1
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["object"] == "list", d
+ids = [m["id"] for m in d["data"]]
+assert ids == sys.argv[2:4], ids
+for m in d["data"]:
+    assert m["object"] == "model" and m["owned_by"] == "qkv", m
+    assert m["status"] == "unloaded", m  # loaded on first use
+    assert m["architecture"] == "llama" and m["context"] == 512, m  # from the GGUF header
+    assert m["memory_bytes"] > 0, m
+PY
+# Concurrently, on the first use: both models load while their requests wait, then answer.
+i=0
+for p in "${prompts[@]}"; do
+  for m in A B; do
+    name_var="$m"
+    complete "$U" "${!name_var}" "$p" >"$SERVE_TMP/c$i.json" &
+    i=$((i + 1))
+  done
+done
+wait_jobs() { for j in $(jobs -p); do case " ${SERVE_PIDS[*]} " in *" $j "*) ;; *) wait "$j";; esac; done; }
+wait_jobs
+i=0
+for p in "${prompts[@]}"; do
+  for m in A B; do
+    got=$(json 'd["choices"][0]["text"]' <"$SERVE_TMP/c$i.json" 2>/dev/null)
+    [ "$got" == "${ref[$m:$p]}" ] || bad "concurrently: model $m, '$p' gave '$got', qkv run '${ref[$m:$p]}'"
+    i=$((i + 1))
+  done
+done
+for name in "$A" "$B"; do
+  loads=$(grep -c "model $name loaded" "$SERVE_TMP/S.err")
+  [ "$loads" == 1 ] || bad "$name was loaded $loads times for its concurrent requests, not once"
+done
+for round in $rounds; do
+  for p in "${prompts[@]}"; do
+    check_text "$U" "$A" A "$p" "alternately (round $round)"
+    check_text "$U" "$B" B "$p" "alternately (round $round)"
+  done
+done
+[ "$(status "$U" "$A")" == loaded ] && [ "$(status "$U" "$B")" == loaded ] || bad "both models should be loaded"
+# No model named: the first listed.
+check_text "$U" "" A "${prompts[0]}" "no model named"
+# Ollama's tag on the name.
+got=$(curl -s -m 60 "$U/api/generate" -d "{\"model\":\"$B:latest\",\"prompt\":\"${prompts[0]}\",\"raw\":true,\"stream\":false,\"options\":{\"temperature\":0,\"num_predict\":$N}}" | json 'd["response"]')
+[ "$got" == "${ref[B:${prompts[0]}]}" ] || bad "/api/generate on $B:latest gave '$got', qkv run '${ref[B:${prompts[0]}]}'"
+
+# An unknown model: 404 in each API's shape.
+code=$(post "$U" /v1/completions '{"model":"nope","prompt":"x","max_tokens":2}')
+[ "$code" == 404 ] && [ "$(json 'd["error"]["code"]' <"$SERVE_TMP/body")" == model_not_found ] ||
+  bad "unknown model (OpenAI): $code $(cat "$SERVE_TMP/body")"
+code=$(post "$U" /v1/chat/completions '{"model":"nope","messages":[{"role":"user","content":"x"}]}')
+[ "$code" == 404 ] || bad "unknown model (chat): $code"
+code=$(post "$U" /v1/messages '{"model":"nope","max_tokens":4,"messages":[{"role":"user","content":"x"}]}')
+[ "$code" == 404 ] && [ "$(json 'd["type"] + " " + d["error"]["type"]' <"$SERVE_TMP/body")" == "error not_found_error" ] ||
+  bad "unknown model (Anthropic): $code $(cat "$SERVE_TMP/body")"
+code=$(post "$U" /api/chat '{"model":"nope","messages":[{"role":"user","content":"x"}]}')
+[ "$code" == 404 ] && json 'd["error"]' <"$SERVE_TMP/body" | grep -q nope || bad "unknown model (Ollama): $code $(cat "$SERVE_TMP/body")"
+code=$(post "$U" /v1/embeddings '{"model":"nope","input":"x"}')
+[ "$code" == 404 ] || bad "unknown model (embeddings): $code"
+
+# Ollama's listings: every model in /api/tags, the loaded ones in /api/ps.
+names=$(curl -s "$U/api/tags" | json '" ".join(m["name"] for m in d["models"])')
+[ "$names" == "$A $B" ] || bad "/api/tags lists '$names'"
+names=$(curl -s "$U/api/ps" | json '" ".join(m["name"] for m in d["models"])')
+[ "$names" == "$A $B" ] || bad "/api/ps lists '$names'"
+
+# /models/unload and /models/load.
+code=$(post "$U" /models/unload "{\"model\":\"$A\"}")
+[ "$code" == 200 ] && [ "$(json 'd["success"]' <"$SERVE_TMP/body")" == True ] || bad "/models/unload: $code $(cat "$SERVE_TMP/body")"
+[ "$(status "$U" "$A")" == unloaded ] || bad "$A should be unloaded after /models/unload"
+names=$(curl -s "$U/api/ps" | json '" ".join(m["name"] for m in d["models"])')
+[ "$names" == "$B" ] || bad "/api/ps lists '$names' after the unload"
+check_text "$U" "$A" A "${prompts[-1]}" "reloaded after /models/unload"
+[ "$(status "$U" "$A")" == loaded ] || bad "$A should be loaded again"
+post "$U" /models/unload "{\"model\":\"$B\"}" >/dev/null
+code=$(post "$U" /models/load "{\"model\":\"$B\"}")
+[ "$code" == 200 ] && [ "$(status "$U" "$B")" == loaded ] || bad "/models/load: $code $(cat "$SERVE_TMP/body")"
+code=$(post "$U" /models/unload '{"model":"nope"}')
+[ "$code" == 404 ] || bad "/models/unload of an unknown model: $code"
+code=$(post "$U" /models/load '{}')
+[ "$code" == 400 ] || bad "/models/load without a model: $code"
+# Each model's metrics carry its name.
+m=$(curl -s "$U/metrics")
+for name in "$A" "$B"; do
+  echo "$m" | grep -q "^qkv_requests_total{model=\"$name\",endpoint=\"/v1/completions\",status=\"200\"}" ||
+    bad "/metrics has no requests of $name"
+  echo "$m" | grep -q "^qkv_slots_total{model=\"$name\"} 2" || bad "/metrics has no slots of $name"
+done
+stop_server "$S_PID"; [ "$STOP_RC" == 0 ] || bad "the server did not exit 0 on SIGTERM ($STOP_RC)"
+
+# --- --models-dir under a memory limit that holds one model -----------------------------
+D="$SERVE_TMP/models"
+mkdir -p "$D"
+ln -s "$(realpath "$A_FILE")" "$D/$A.gguf"
+ln -s "$(realpath "$B_FILE")" "$D/$B.gguf"
+head -c 200000 "$B_FILE" >"$D/broken.gguf"                       # a truncated GGUF
+head -c 100000 "$B_FILE" >"$D/parts-00001-of-00002.gguf"          # a split model is listed once
+head -c 100000 "$B_FILE" >"$D/parts-00002-of-00002.gguf"
+echo "not a model" >"$D/notes.txt"
+mem_a=$(python3 -c "import json; print([m['memory_bytes'] for m in json.load(open('$SERVE_TMP/models.json'))['data'] if m['id'] == '$A'][0])")
+mem_b=$(python3 -c "import json; print([m['memory_bytes'] for m in json.load(open('$SERVE_TMP/models.json'))['data'] if m['id'] == '$B'][0])")
+limit=$(( (mem_a > mem_b ? mem_a : mem_b) + (mem_a < mem_b ? mem_a : mem_b) / 2 ))
+start_server M "$QKV" --models-dir "$D" "${FLAGS[@]}" --memory-limit "$limit" || exit 1
+U="http://127.0.0.1:$M_PORT"
+ids=$(curl -s "$U/v1/models" | json '" ".join(m["id"] for m in d["data"])')
+[ "$ids" == "broken parts $A $B" ] || bad "--models-dir lists '$ids'"
+check_text "$U" "$A" A "${prompts[0]}" "--models-dir"
+check_text "$U" "$B" B "${prompts[0]}" "--models-dir, after $A"
+[ "$(status "$U" "$A")" == unloaded ] || bad "loading $B under --memory-limit $limit should unload $A (least recently used)"
+[ "$(status "$U" "$B")" == loaded ] || bad "$B should be loaded"
+check_text "$U" "$A" A "${prompts[-1]}" "reloaded after the LRU unload"
+[ "$(status "$U" "$B")" == unloaded ] && [ "$(status "$U" "$A")" == loaded ] || bad "loading $A again should unload $B"
+# The truncated file: its requests fail with the reason, while the others serve.
+complete "$U" "$A" "${prompts[0]}" >"$SERVE_TMP/beside.json" &
+code=$(post "$U" /v1/completions '{"model":"broken","prompt":"x","max_tokens":2}')
+wait_jobs
+[ "$code" == 500 ] && json 'd["error"]["message"]' <"$SERVE_TMP/body" | grep -q "broken' could not be loaded: loading the model" ||
+  bad "a truncated GGUF: $code $(cat "$SERVE_TMP/body")"
+got=$(json 'd["choices"][0]["text"]' <"$SERVE_TMP/beside.json" 2>/dev/null)
+[ "$got" == "${ref[A:${prompts[0]}]}" ] || bad "beside the broken model, $A gave '$got'"
+code=$(post "$U" /api/generate '{"model":"broken","prompt":"x"}')
+[ "$code" == 500 ] && json 'd["error"]' <"$SERVE_TMP/body" | grep -q "could not be loaded" ||
+  bad "a truncated GGUF (Ollama, a second try): $code $(cat "$SERVE_TMP/body")"
+st=$(curl -s "$U/v1/models" | json "[m['status'] + ' ' + str('error' in m) for m in d['data'] if m['id'] == 'broken'][0]")
+[ "$st" == "unloaded True" ] || bad "/v1/models should show broken unloaded with its error, not '$st'"
+check_text "$U" "$B" B "${prompts[-1]}" "after the broken model's failures"
+stop_server "$M_PID"; [ "$STOP_RC" == 0 ] || bad "the --models-dir server did not exit 0 ($STOP_RC)"
+
+# --- --models-max 1 and --idle-unload 1 ---------------------------------------------
+if [ "$QUICK" == quick ]; then
+  [ $fail == 0 ] && echo "serve_models (quick): all checks passed"
+  exit $fail
+fi
+start_server I "$QKV" -m "$A_FILE" -m "$B_FILE" "${FLAGS[@]}" --models-max 1 --idle-unload 1 || exit 1
+U="http://127.0.0.1:$I_PORT"
+check_text "$U" "$A" A "${prompts[0]}" "--models-max 1"
+check_text "$U" "$B" B "${prompts[0]}" "--models-max 1"
+[ "$(status "$U" "$A")" == unloaded ] || bad "--models-max 1 should have unloaded $A for $B"
+unloaded=0
+for _ in $(seq 1 50); do  # up to 5 s for the 1 s idle limit
+  [ "$(status "$U" "$B")" == unloaded ] && { unloaded=1; break; }
+  sleep 0.1
+done
+[ $unloaded == 1 ] || bad "--idle-unload 1 did not unload $B"
+check_text "$U" "$B" B "${prompts[-1]}" "after the idle unload"
+stop_server "$I_PID"; [ "$STOP_RC" == 0 ] || bad "the --idle-unload server did not exit 0 ($STOP_RC)"
+
+[ $fail == 0 ] && echo "serve_models: all checks passed"
+exit $fail
