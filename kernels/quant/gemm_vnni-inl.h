@@ -242,11 +242,15 @@ constexpr size_t kFewGroupInputs = 8, kFewRowBytes = 128 * 1024;
 template <class Dec>
 QKV_VNNI_TARGET void KGemmFew(const uint8_t* base, size_t stride, size_t nb, const BlockQ8_K* a, size_t M, float* y,
                               size_t ldy, size_t n_rows) {
-  // Bytes, aligned by hand: the vector's allocator does not give VnniActK
-  // its 64-byte alignment here.
-  static thread_local std::vector<uint8_t> buf;
-  buf.resize((M * nb + 1) * sizeof(VnniActK));
-  auto* acts = reinterpret_cast<VnniActK*>((reinterpret_cast<uintptr_t>(buf.data()) + 63) & ~uintptr_t{63});
+  // 64-byte aligned for VnniActK's vectors (as the packed kernel's scratch).
+  static thread_local hwy::AlignedFreeUniquePtr<uint8_t[]> buf;
+  static thread_local size_t buf_size = 0;
+  const size_t need = M * nb * sizeof(VnniActK);
+  if (need > buf_size) {
+    buf = hwy::AllocateAligned<uint8_t>(need);
+    buf_size = need;
+  }
+  auto* acts = reinterpret_cast<VnniActK*>(buf.get());
   for (size_t i = 0; i < M * nb; ++i) LoadActK<Dec::kOffset, Dec::kMadd16>(a[i], &acts[i]);
   if (M <= kFewGroupInputs) return KFewVnniN<Dec>(M, base, stride, nb, acts, y, ldy, n_rows);
   const size_t first = (M + 1) / 2;

@@ -99,9 +99,9 @@ void set_quant_gemm_lanes(bool allowed);
 // input, each block unpacked once; every output equal to quant_dot_rows' bit
 // for bit), not the packed kernel, whose decoding outweighs a few inputs'
 // dot products, nor one matvec per input, which reads the weights M times: a
-// 5632x2048 Q4_K matrix streamed from memory, one thread, 5 inputs: 0.94 ms
-// against 1.58 (packed) and 1.35 (per input), 0.34 for one input
-// (bench_linear '^verify_stream(_nofew|_per_input)?/q4_k/5632x2048/[0-9]+/1').
+// 5632x2048 Q4_K matrix streamed from memory, 2 threads, 5 inputs: 0.57 ms
+// against 0.93 (packed) and 0.74 (per input), 0.26 for one input
+// (bench_linear '^verify_stream(_nofew|_per_input)?/q4_k/5632x2048/[0-9]+/2').
 // Never after set_quant_gemm_few(false) (tests and benchmarks).
 constexpr size_t kQuantGemmFewMaxInputs = 11;
 static_assert(kQuantGemmFewMaxInputs < kQuantGemmLanesMinInputsK, "the lanes kernel takes the K-quants' larger batches");
