@@ -48,6 +48,23 @@ for p in "${prompts[@]}"; do
 done
 [ "${ref[A:${prompts[0]}]}" != "${ref[B:${prompts[0]}]}" ] || bad "the two models give the same text: the test cannot tell them apart"
 
+# Flags refused before listening: exit 2 (usage) or 1, with the reason named.
+refused() {  # refused WANT_TEXT ARGS...
+  local want="$1"; shift
+  local err rc
+  err=$(timeout 20 "$QKV" serve --port 0 "$@" 2>&1 >/dev/null); rc=$?
+  { [ $rc == 1 ] || [ $rc == 2 ]; } && printf '%s' "$err" | grep -qF -- "$want" ||
+    bad "serve $* : rc $rc, wanted '$want' in '$err'"
+}
+empty_dir="$(mktemp -d)"
+refused "holds no .gguf file" --models-dir "$empty_dir"
+refused "cannot read" --models-dir "$empty_dir/absent"
+refused "--models-max" -m "$A_FILE" -m "$B_FILE" --models-max 0
+refused "--idle-unload" -m "$A_FILE" -m "$B_FILE" --idle-unload -1
+refused "--alias names the model of a single -m" -m "$A_FILE" -m "$B_FILE" --alias x
+refused "two models are named 'stories260K'" -m "$A_FILE" -m "$A_FILE"
+rmdir "$empty_dir"
+
 # complete URL MODEL PROMPT (MODEL "": no model field) -> the completion's JSON
 complete() {
   local field=""
