@@ -27,6 +27,7 @@
 #include "kernels/linear.h"
 #include "kernels/linear_internal.h"
 #include "kernels/quant/activation.h"
+#include "kernels/quant/gemm_amx.h"
 #include "kernels/quant/row_groups.h"
 #include "kernels/quant/vec_dot.h"
 #include "hwy/targets.h"
@@ -218,7 +219,8 @@ void BM_matvec_hot(benchmark::State& state, DType t, int64_t rows, int64_t cols)
 // GEMM's packed-weight kernel off (its 4x4 tile kernel at every batch size),
 // 7 = matmul() with the small-batch kernel on its f32 path for every type,
 // 8 = matmul() with the block GEMM's inputs-in-lanes kernel off (the packed
-// kernel at every batch of 3 or more).
+// kernel at every batch of 3 or more), 10 = matmul() with the AMX int8 block
+// GEMM off (the VNNI kernels at every batch).
 // With `stream`, calls cycle through copies of W (>= kStreamBytes in all), so
 // the weights come from DRAM as in a model's decode step; otherwise one copy
 // (which for these shapes stays in the 32 MB L3 between calls).
@@ -235,10 +237,11 @@ void BM_matmul(benchmark::State& state, DType t, int64_t rows, int64_t cols, int
   detail::set_matmul_small_bf16(mode != 7);
   set_quant_gemm_lanes(mode != 8);
   set_quant_gemm_few(mode != 9);
+  set_quant_gemm_amx(mode != 10);
   size_t i = 0;
   for (auto _ : state) {
     const Matrix m = w.matrix(i++);
-    if (mode == 0 || mode == 3 || (mode >= 5 && mode <= 9)) matmul(m, X.data(), M, Y.data());
+    if (mode == 0 || mode == 3 || (mode >= 5 && mode <= 10)) matmul(m, X.data(), M, Y.data());
     else if (mode == 4) for (int64_t k = 0; k < M; ++k) matvec(m, X.data() + k * cols, Y.data() + k * rows);
     else detail::matmul_onednn(m, X.data(), M, Y.data(),
                                mode == 1 ? detail::GemmPrecision::kF32 : detail::GemmPrecision::kBF16);
@@ -251,6 +254,7 @@ void BM_matmul(benchmark::State& state, DType t, int64_t rows, int64_t cols, int
   detail::set_matmul_small_bf16(true);
   set_quant_gemm_lanes(true);
   set_quant_gemm_few(true);
+  set_quant_gemm_amx(true);
   state.counters["FLOP/s"] = benchmark::Counter(2.0 * M * rows * cols * state.iterations(),
                                                 benchmark::Counter::kIsRate, benchmark::Counter::kIs1000);
   state.counters["peak_rss_MB"] = peak_rss_mb();
@@ -418,6 +422,13 @@ int register_all() {
     benchmark::RegisterBenchmark(("matmul_nolanes/" + std::string(dtype_name(t)) + "/" + shape).c_str(), BM_matmul, t,
                                  s.rows, s.cols, 8, false)
         ->Args({16, 2})->Args({512, 2})->UseRealTime();
+    if (quant_gemm_amx_usable()) {
+      // On AMX-INT8 CPUs matmul/ runs the AMX int8 kernel from 16 inputs:
+      // the same calls on the VNNI kernels, to compare.
+      benchmark::RegisterBenchmark(("matmul_noamx/" + std::string(dtype_name(t)) + "/" + shape).c_str(), BM_matmul, t,
+                                   s.rows, s.cols, 10, false)
+          ->Args({16, 2})->Args({512, 2})->UseRealTime();
+    }
     // Batched decodes of 8, 12 and 16 sequences on the 143M model's FFN down
     // (576 rows of 1536: its K-quant tensors in Q4_K_M), where the lanes
     // kernel starts to pay (kQuantGemmLanesMinInputs, ...MinInputsK).

@@ -38,17 +38,7 @@ done
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-python3 - "$TEXT" "$PASSAGES" "$WORDS" "$work" <<'EOF'
-import sys
-text, passages, words, out = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
-w = open(text, encoding="utf-8").read().split()
-if len(w) < words + passages:
-    sys.exit(f"spec_copy_bench: {text} has {len(w)} words, too few for {passages} passages of {words}")
-step = (len(w) - words) // passages
-for i in range(passages):
-    p = " ".join(w[i * step:i * step + words])
-    open(f"{out}/prompt{i}.txt", "w", encoding="utf-8").write(p + "\n" + p + "\n" + " ".join(w[i * step:i * step + 3]))
-EOF
+python3 "$(dirname "$0")/copy_prompts.py" "$TEXT" "$PASSAGES" "$WORDS" "$work" || exit 2
 
 # qkv run's eval line: "eval time = X ms / K tokens"; its speculative line: "D drafted, A accepted".
 eval_ms() { sed -n 's/^qkv: eval time *= *\([0-9.]*\) ms \/ *\([0-9]*\) tokens.*/\1 \2/p' "$1"; }

@@ -551,6 +551,36 @@ QKV_API void qkv_perplexity_options_init(qkv_perplexity_options* options);
 QKV_API qkv_status qkv_perplexity(qkv_model* model, const char* text, const qkv_perplexity_options* options,
                                   qkv_perplexity_callback callback, void* user, qkv_perplexity_stats* stats);
 
+/* ---- speculative decoding over the slots of a context ---- */
+
+/* A verify pass of speculative decoding for n distinct sessions that are
+ * slots of one context, in one pass (each weight read once for all of them):
+ * session i runs tokens[i] (the token it would step next) and then its
+ * n_drafts[i] (1 .. 256) guessed continuations drafts[i], and judges them as
+ * qkv_generate's speculative decoding does, with its own sampler: draft d is
+ * kept with probability p(d) under the distribution qkv_session_sample draws
+ * from (logit bias, penalties over the fed tokens and the drafts kept before
+ * it, temperature, filters; greedy: d is kept when it is the argmax), and at
+ * the first rejection the target's token comes from p without d. So the
+ * tokens have the distribution plain sampling gives them (greedy: the same
+ * tokens, as far as the pass's logits equal a step's). n_accepted[i]
+ * receives how many drafts session i kept; its KV cache (and the tokens the
+ * penalties see) keeps tokens[i] and those drafts. Its next n_accepted[i] + 1
+ * qkv_session_sample calls hand out the kept drafts and then the target's own
+ * token, in order, without drawing (qkv_session_logprobs after each describes
+ * that token's position); the last of them is not in the cache yet (step it
+ * as a sampled token). A prefill, step, truncate, new sampler or logit bias
+ * drops the decided tokens not yet handed out. A session with a grammar, or
+ * with decided tokens not yet handed out: QKV_ERR_INVALID_ARGUMENT. Other
+ * errors as qkv_prefill_batch; on any error no session's cache changes. */
+QKV_API qkv_status qkv_speculate_batch(qkv_session* const* sessions, const int32_t* tokens,
+                                       const int32_t* const* drafts, const int64_t* n_drafts, int64_t n,
+                                       int64_t* n_accepted);
+/* QKV_OK when draft can draft for target (a decoder with the same vocabulary:
+ * its size and every token's text); else QKV_ERR_INVALID_ARGUMENT naming the
+ * first difference. */
+QKV_API qkv_status qkv_model_check_draft(const qkv_model* target, const qkv_model* draft);
+
 #ifdef __cplusplus
 }
 #endif

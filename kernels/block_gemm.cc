@@ -22,6 +22,8 @@
 
 #include "kernels/error.h"
 #include "kernels/linear_internal.h"
+#include "kernels/quant/gemm_amx.h"
+#include "kernels/quant/gemm_arm_i8mm.h"
 #include "kernels/quant/vec_dot.h"
 #include "kernels/threads/block_queue.h"
 
@@ -125,6 +127,10 @@ struct BatchActivations {
 }  // namespace
 
 bool block_gemm_type(DType t, int64_t M) {
+#if defined(__aarch64__)
+  // Cores with i8mm: every batch of the block types (kernels/quant/gemm_arm_i8mm.h).
+  if (g_block_gemm_allowed && arm_i8mm_takes(t)) return true;
+#endif
   if (!g_block_gemm_allowed || !dtype_is_quantized(t) || !quant_gemm_rows_available(t)) return false;
   // Without the packed kernel (AVX2, AVX-512 without VNNI: the 256-bit tile
   // kernel only), the 32-value types take prefill-sized batches only. qkv
@@ -163,18 +169,22 @@ void matmul_block_gemm(const Matrix* Ws, float* const* Ys, int count, const floa
   // (groups of 32 rows); the tile kernel re-decodes each block per 4 inputs.
   // A few inputs of the 256-value types take the tile kernel's one pass
   // (kernels/quant/vec_dot.h, takes_few), whichever matrices share the call.
-  bool all_few = true;
+  // On AMX-INT8 CPUs batches of kQuantGemmAmxMinInputs take the AMX kernel
+  // (kernels/quant/gemm_amx.h) when every matrix of the call can: blocks of
+  // its 16-row tiles, panels of its 16-input tiles, no packed tables.
+  bool all_few = true, amx = true;
   for (int i = 0; i < count; ++i) all_few = all_few && takes_few(Ws[i], M);
-  const bool packed = !all_few && quant_gemm_packed(static_cast<size_t>(M));
-  const int64_t row_unit = packed ? 32 : 4;
+  for (int i = 0; i < count; ++i) amx = amx && quant_gemm_amx_takes(Ws[i].type, static_cast<size_t>(M), Ws[i].row_groups);
+  const bool packed = !all_few && !amx && quant_gemm_packed(static_cast<size_t>(M));
+  const int64_t row_unit = amx ? 16 : packed ? 32 : 4;
   // Inputs per panel: a multiple of the tile kernel's 4, or of the packed
   // kernel's tiles, which its tables are laid out in (kernels/quant/vec_dot.h).
-  const int64_t unit = packed ? static_cast<int64_t>(kQuantGemmTileInputs) : 4;
+  const int64_t unit = amx ? 16 : packed ? static_cast<int64_t>(kQuantGemmTileInputs) : 4;
   static thread_local BatchActivations xa_buf;
   xa_buf.prepare(Ws, count, X, M, packed, xq);
   const BatchActivations& xa = xa_buf;  // the caller's copy, read by every thread
   const size_t cols = static_cast<size_t>(Ws[0].cols);
-  const size_t panel_bytes = packed ? kPackedPanelBytes : kPanelBytes;
+  const size_t panel_bytes = packed || amx ? kPackedPanelBytes : kPanelBytes;
   // Per matrix: rows per block (a multiple of row_unit), inputs per panel (of unit).
   std::vector<int64_t> rows_per(static_cast<size_t>(count)), first(static_cast<size_t>(count) + 1, 0);
   int64_t panel = M;
@@ -212,6 +222,13 @@ void matmul_block_gemm(const Matrix* Ws, float* const* Ys, int count, const floa
         const int64_t m0 = p * panel, m1 = std::min(M, m0 + panel);
         const int a = static_cast<int>(act_type(W.type));
         const size_t rb = dtype_row_bytes(W.type, cols);
+        if (amx) {
+          quant_gemm_amx(W.type, static_cast<const uint8_t*>(W.data) + r0 * rb, cols,
+                         xa.act[a] + static_cast<size_t>(m0) * xa.bytes[a], static_cast<size_t>(m1 - m0),
+                         Ys[i] + m0 * W.rows + r0, static_cast<size_t>(W.rows), static_cast<size_t>(r1 - r0),
+                         W.row_groups);
+          continue;
+        }
         quant_gemm(W.type, static_cast<const uint8_t*>(W.data) + r0 * rb, cols,
                    xa.act[a] + static_cast<size_t>(m0) * xa.bytes[a], static_cast<size_t>(m1 - m0),
                    Ys[i] + m0 * W.rows + r0, static_cast<size_t>(W.rows), static_cast<size_t>(r1 - r0),

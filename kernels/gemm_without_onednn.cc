@@ -7,6 +7,7 @@
 // small-batch kernel has a bf16 path. Nothing here computes.
 #include "kernels/error.h"
 #include "kernels/linear_internal.h"
+#include "kernels/quant/vec_dot.h"
 
 namespace qkv {
 namespace detail {
@@ -30,7 +31,7 @@ int64_t prepare_matmul_onednn(const Matrix&, int64_t, GemmPrecision) { return 0;
 
 // The kernels batches of 16 inputs take (block GEMM, else the small-batch kernel's), per slice.
 const char* prefill_gemm_kernel_name(DType t) {
-  if (detail::block_gemm_type(t, kMatmulSmallMaxM + 1)) return "AVX-512 VNNI integer block GEMM";
+  if (detail::block_gemm_type(t, kMatmulSmallMaxM + 1)) return quant_gemm_name();
   return matmul_small_kernel_name(t);
 }
 

@@ -75,13 +75,40 @@ HWY_INLINE void RowScales(const uint8_t* HWY_RESTRICT row, size_t b0, size_t nb,
                           float* HWY_RESTRICT out) {
   HWY_ALIGN uint16_t h[kScaleGroup] = {};
   for (size_t k = 0; k < nb; ++k) std::memcpy(&h[k], row + (b0 + k) * sizeof(BlockQ8_0), 2);
-  const DF df;
-  const hn::Rebind<hwy::float16_t, DF> dh;
+  const hn::CappedTag<float, kScaleGroup> df;  // within the group on any vector length
+  const hn::Rebind<hwy::float16_t, decltype(df)> dh;
   const size_t N = hn::Lanes(df);
   for (size_t k = 0; k < kScaleGroup; k += N) {
-    VF sc = hn::PromoteTo(df, hn::LoadU(dh, reinterpret_cast<const hwy::float16_t*>(h) + k));
+    auto sc = hn::PromoteTo(df, hn::LoadU(dh, reinterpret_cast<const hwy::float16_t*>(h) + k));
     if (xd != nullptr) sc = hn::Mul(sc, hn::LoadU(df, xd + b0 + k));
     hn::StoreU(sc, df, out + k);
+  }
+}
+
+// Row passes of R = 1 or 4 rows keep one accumulator per row in named vectors
+// (a0..a3): SVE's sizeless vectors cannot form arrays. f(r, acc_r) runs for
+// each row in order; it is inlined with r a constant, so the code is that of
+// the unrolled loop over an array (rows past R are dead and disappear).
+#define QKV_ROW_BODY __attribute__((always_inline))
+template <size_t R, class V, class F>
+HWY_INLINE void ForRows(const F& f, V& a0, V& a1, V& a2, V& a3) {
+  static_assert(R == 1 || R == 4, "row passes of 1 or 4 rows");
+  f(size_t{0}, a0);
+  if constexpr (R == 4) {
+    f(size_t{1}, a1);
+    f(size_t{2}, a2);
+    f(size_t{3}, a3);
+  }
+}
+// The same with two accumulators per row (a_r, b_r).
+template <size_t R, class V, class F>
+HWY_INLINE void ForRowPairs(const F& f, V& a0, V& a1, V& a2, V& a3, V& b0, V& b1, V& b2, V& b3) {
+  static_assert(R == 1 || R == 4, "row passes of 1 or 4 rows");
+  f(size_t{0}, a0, b0);
+  if constexpr (R == 4) {
+    f(size_t{1}, a1, b1);
+    f(size_t{2}, a2, b2);
+    f(size_t{3}, a3, b3);
   }
 }
 
@@ -104,8 +131,7 @@ HWY_INLINE void DotRowsQ8Int(const uint8_t* HWY_RESTRICT w, size_t stride, size_
   const hn::Repartition<float, decltype(d16)> df;
   using V = hn::Vec<decltype(df)>;
   const size_t N16 = hn::Lanes(d16);
-  V acc[R];
-  for (size_t r = 0; r < R; ++r) acc[r] = hn::Zero(df);
+  V a0 = hn::Zero(df), a1 = a0, a2 = a0, a3 = a0;
   HWY_ALIGN float scale[R][kScaleGroup];
   const size_t blocks = cols / kQ8BlockSize;
   for (size_t g = 0; g < blocks; g += kScaleGroup) {
@@ -119,19 +145,22 @@ HWY_INLINE void DotRowsQ8Int(const uint8_t* HWY_RESTRICT w, size_t stride, size_
     for (size_t k = 0; k < nb; ++k) {
       const size_t b = g + k;
       const int16_t* HWY_RESTRICT xb = xq.q + b * kQ8BlockSize;
-      for (size_t r = 0; r < R; ++r) {
-        const int8_t* qs = reinterpret_cast<const int8_t*>(w + r * stride + b * sizeof(BlockQ8_0) + 2);
-        auto s0 = hn::Zero(d32), s1 = hn::Zero(d32);
-        for (size_t j = 0; j < kQ8BlockSize; j += N16) {
-          s0 = hn::ReorderWidenMulAccumulate(d32, hn::PromoteTo(d16, hn::LoadU(d8, qs + j)),
-                                             hn::LoadU(d16, xb + j), s0, s1);
-        }
-        s0 = hn::RearrangeToOddPlusEven(s0, s1);
-        acc[r] = hn::MulAdd(hn::ConvertTo(df, s0), hn::Set(df, scale[r][k]), acc[r]);
-      }
+      ForRows<R>(
+          [&](size_t r, V& acc) QKV_ROW_BODY {
+            const int8_t* qs = reinterpret_cast<const int8_t*>(w + r * stride + b * sizeof(BlockQ8_0) + 2);
+            auto s0 = hn::Zero(d32), s1 = hn::Zero(d32);
+            for (size_t j = 0; j < kQ8BlockSize; j += N16) {
+              s0 = hn::ReorderWidenMulAccumulate(d32, hn::PromoteTo(d16, hn::LoadU(d8, qs + j)),
+                                                 hn::LoadU(d16, xb + j), s0, s1);
+            }
+            s0 = hn::RearrangeToOddPlusEven(s0, s1);
+            acc = hn::MulAdd(hn::ConvertTo(df, s0), hn::Set(df, scale[r][k]), acc);
+          },
+          a0, a1, a2, a3);
     }
   }
-  for (size_t r = 0; r < R; ++r) y[r * ys] = hn::GetLane(hn::SumOfLanes(df, acc[r]));
+  ForRows<R>([&](size_t r, V& acc) QKV_ROW_BODY { y[r * ys] = hn::GetLane(hn::SumOfLanes(df, acc)); }, a0, a1, a2,
+             a3);
 }
 
 // y[r * ys] = dot(row r, x) for R rows `stride` bytes apart starting at w; with
@@ -140,14 +169,16 @@ template <DType T, size_t R, bool kPrefetch>
 HWY_INLINE void DotRows(const uint8_t* HWY_RESTRICT w, size_t stride, size_t cols,
                         const float* HWY_RESTRICT x, size_t prefetch, float* HWY_RESTRICT y, size_t ys) {
   const DF df;
-  const size_t N = hn::Lanes(df);
-  VF acc[R];
-  for (size_t r = 0; r < R; ++r) acc[r] = hn::Zero(df);
+  VF a0 = hn::Zero(df), a1 = a0, a2 = a0, a3 = a0;
   if constexpr (T == DType::Q8_0) {
     // Dequantize in registers: int8 -> f32, dot with x over the block, then one
     // FMA with the block scale. Weights enter exactly (d*q is exact in f32).
-    const hn::Rebind<int8_t, DF> d8;
-    const hn::Rebind<int32_t, DF> di;
+    // dq: vectors within one block on any vector length (SVE's reach 64
+    // floats); the same type as VF, and the whole vector on fixed-width targets.
+    const hn::CappedTag<float, kQ8BlockSize> dq;
+    const hn::Rebind<int8_t, decltype(dq)> d8;
+    const hn::Rebind<int32_t, decltype(dq)> di;
+    const size_t NQ = hn::Lanes(dq);
     HWY_ALIGN float scale[R][kScaleGroup];
     const size_t blocks = cols / kQ8BlockSize;
     for (size_t g = 0; g < blocks; g += kScaleGroup) {
@@ -161,22 +192,25 @@ HWY_INLINE void DotRows(const uint8_t* HWY_RESTRICT w, size_t stride, size_t col
       for (size_t k = 0; k < nb; ++k) {
         const size_t b = g + k;
         const float* HWY_RESTRICT xb = x + b * kQ8BlockSize;
-        for (size_t r = 0; r < R; ++r) {
-          const int8_t* qs = reinterpret_cast<const int8_t*>(w + r * stride + b * sizeof(BlockQ8_0) + 2);
-          VF s = hn::Zero(df);
-          for (size_t j = 0; j < kQ8BlockSize; j += N) {
-            const VF q = hn::ConvertTo(df, hn::PromoteTo(di, hn::LoadU(d8, qs + j)));
-            s = hn::MulAdd(q, hn::LoadU(df, xb + j), s);
-          }
-          acc[r] = hn::MulAdd(hn::Set(df, scale[r][k]), s, acc[r]);
-        }
+        ForRows<R>(
+            [&](size_t r, VF& acc) QKV_ROW_BODY {
+              const int8_t* qs = reinterpret_cast<const int8_t*>(w + r * stride + b * sizeof(BlockQ8_0) + 2);
+              VF s = hn::Zero(df);
+              for (size_t j = 0; j < kQ8BlockSize; j += NQ) {
+                const VF q = hn::ConvertTo(dq, hn::PromoteTo(di, hn::LoadU(d8, qs + j)));
+                s = hn::MulAdd(q, hn::LoadU(dq, xb + j), s);
+              }
+              acc = hn::MulAdd(hn::Set(df, scale[r][k]), s, acc);
+            },
+            a0, a1, a2, a3);
       }
     }
-    for (size_t r = 0; r < R; ++r) y[r * ys] = hn::GetLane(hn::SumOfLanes(df, acc[r]));
+    ForRows<R>([&](size_t r, VF& acc) QKV_ROW_BODY { y[r * ys] = hn::GetLane(hn::SumOfLanes(df, acc)); }, a0, a1,
+               a2, a3);
   } else {
-    // Two column steps per iteration: 2R independent FMA chains.
-    VF acc2[R];
-    for (size_t r = 0; r < R; ++r) acc2[r] = hn::Zero(df);
+    // Two column steps per iteration: 2R independent FMA chains (a_r, b_r).
+    const size_t N = hn::Lanes(df);
+    VF b0 = hn::Zero(df), b1 = b0, b2 = b0, b3 = b0;
     constexpr size_t kBytes = T == DType::F32 ? 4 : 2;  // per weight
     const size_t step_bytes = 2 * N * kBytes;
     size_t i = 0;
@@ -192,22 +226,26 @@ HWY_INLINE void DotRows(const uint8_t* HWY_RESTRICT w, size_t stride, size_t col
           for (size_t b = 0; b < step_bytes; b += 64) hwy::Prefetch(ahead + r * stride + b);
         }
       }
-      for (size_t r = 0; r < R; ++r) {
-        acc[r] = hn::MulAdd(LoadWeights<T>(df, w + r * stride, i), x0, acc[r]);
-        acc2[r] = hn::MulAdd(LoadWeights<T>(df, w + r * stride, i + N), x1, acc2[r]);
-      }
+      ForRowPairs<R>(
+          [&](size_t r, VF& acc, VF& acc2) QKV_ROW_BODY {
+            acc = hn::MulAdd(LoadWeights<T>(df, w + r * stride, i), x0, acc);
+            acc2 = hn::MulAdd(LoadWeights<T>(df, w + r * stride, i + N), x1, acc2);
+          },
+          a0, a1, a2, a3, b0, b1, b2, b3);
     }
     for (; i + N <= cols; i += N) {
       const VF x0 = hn::LoadU(df, x + i);
-      for (size_t r = 0; r < R; ++r) {
-        acc[r] = hn::MulAdd(LoadWeights<T>(df, w + r * stride, i), x0, acc[r]);
-      }
+      ForRows<R>([&](size_t r, VF& acc)
+                     QKV_ROW_BODY { acc = hn::MulAdd(LoadWeights<T>(df, w + r * stride, i), x0, acc); },
+                 a0, a1, a2, a3);
     }
-    for (size_t r = 0; r < R; ++r) {
-      float s = hn::GetLane(hn::SumOfLanes(df, hn::Add(acc[r], acc2[r])));
-      for (size_t j = i; j < cols; ++j) s += LoadWeight<T>(w + r * stride, j) * x[j];
-      y[r * ys] = s;
-    }
+    ForRowPairs<R>(
+        [&](size_t r, VF& acc, VF& acc2) QKV_ROW_BODY {
+          float s = hn::GetLane(hn::SumOfLanes(df, hn::Add(acc, acc2)));
+          for (size_t j = i; j < cols; ++j) s += LoadWeight<T>(w + r * stride, j) * x[j];
+          y[r * ys] = s;
+        },
+        a0, a1, a2, a3, b0, b1, b2, b3);
   }
 }
 
@@ -514,7 +552,8 @@ bool ggml_batch_per_input(DType t, int64_t M) {
   // Below the packed kernel's batches (kernels/quant/vec_dot.h) on CPUs that have it.
   if (quant_gemm_available(t) && static_cast<size_t>(M) < kQuantGemmPackedMinInputs) return true;
   if (detail::matmul_small_precision(t) == detail::GemmPrecision::kBF16) return false;
-  return M <= kMatmulSmallMaxM || omp_in_parallel() || current_team() != nullptr;
+  // Without oneDNN nothing else dequantizes a block type for a larger batch.
+  return M <= kMatmulSmallMaxM || omp_in_parallel() || current_team() != nullptr || !QKV_HAVE_ONEDNN;
 }
 
 // x quantized once per activation block type that the matrices need.

@@ -386,6 +386,7 @@ qkv_status qkv_session_prefill(qkv_session* session, const int32_t* tokens, int6
   return guarded([&] {
     ThreadScope threads(session->context->threads);
     const float* out = dec.prefill(session->seq, tokens, n_tokens);
+    drop_decided(*session);
     session->last_logits.assign(out, out + vocab);
     session->fed.insert(session->fed.end(), tokens, tokens + n_tokens);
     if (logits) std::copy(out, out + vocab, logits);
@@ -452,6 +453,7 @@ qkv_status run_batch(const char* fn, qkv_context* ctx, qkv_session* const* sessi
     for (int64_t i = 0; i < n; ++i) seqs[i] = sessions[i]->seq;
     const float* out = forward(seqs.data());
     for (int64_t i = 0; i < n; ++i) {
+      drop_decided(*sessions[i]);
       sessions[i]->last_logits.assign(out + i * vocab, out + (i + 1) * vocab);
       feed(i);
     }
@@ -509,6 +511,7 @@ qkv_status qkv_session_truncate(qkv_session* session, int64_t position) {
     const int64_t before = session->context->decoder->position(session->seq);
     session->context->decoder->cache().truncate(session->seq, position);
     session->last_logits.clear();
+    drop_decided(*session);
     // fed ends at the old position; keep the part before the new one
     const auto drop = static_cast<size_t>(std::max<int64_t>(before - position, 0));
     session->fed.resize(session->fed.size() > drop ? session->fed.size() - drop : 0);
@@ -524,6 +527,8 @@ qkv_status qkv_session_set_sampler(qkv_session* session, const qkv_sampler_optio
     so.logit_bias = session->logit_bias;
     qkv::Sampler sampler(so);  // validates before replacing the old one
     session->sampler.emplace(std::move(sampler));
+    session->spec_random.reset();
+    drop_decided(*session);
     return QKV_OK;
   });
 }
@@ -532,6 +537,19 @@ qkv_status qkv_session_sample(qkv_session* session, int32_t* token) {
   QKV_REQUIRE(session);
   QKV_REQUIRE(token);
   return guarded([&] {
+    if (session->decided_at < session->decided.size()) {  // decided by qkv_speculate_batch
+      QKV_CHECK(!session->matcher && !session->lazy_grammar,
+                "qkv_session_sample: a grammar was set while tokens decided by qkv_speculate_batch were pending "
+                "(truncate the session first)");
+      const size_t at = session->decided_at++;
+      const size_t vocab = session->decided_logits.size() / session->decided.size();
+      const float* row = session->decided_logits.data() + at * vocab;
+      session->last_logits.assign(row, row + vocab);
+      *token = session->decided[at];
+      session->last_sampled = *token;
+      if (session->decided_at == session->decided.size()) drop_decided(*session);
+      return QKV_OK;
+    }
     QKV_CHECK(!session->last_logits.empty(),
               "qkv_session_sample: no logits to sample from (prefill or step first; truncate and generate "
               "leave none)");
@@ -576,6 +594,8 @@ qkv_status qkv_session_set_logit_bias(qkv_session* session, const int32_t* token
     so.logit_bias = bias;
     qkv::Sampler sampler(so);  // the generator restarts from the seed, as after set_sampler
     session->sampler.emplace(std::move(sampler));
+    session->spec_random.reset();
+    drop_decided(*session);
     session->logit_bias = std::move(bias);
     return QKV_OK;
   });
@@ -670,6 +690,7 @@ qkv_status qkv_generate(qkv_session* session, const char* prompt, const qkv_gene
     // session's state afterwards.
     session->last_logits.clear();
     session->fed.clear();
+    drop_decided(*session);
     const qkv::GenerateStats s = qkv::generate(*session->context->decoder, tok, prompt, g,
                                                [&](const std::string& piece) {
                                                  return callback ? callback(piece.data(), piece.size(), user) == 0

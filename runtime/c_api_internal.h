@@ -26,6 +26,7 @@
 #include "runtime/grammar/matcher.h"
 #include "runtime/model.h"
 #include "runtime/sampler.h"
+#include "runtime/speculative.h"
 #include "runtime/tokenizer.h"
 
 struct qkv_model {
@@ -66,6 +67,13 @@ struct qkv_session {
   std::vector<std::string> triggers;
   std::string trigger_window;
   int32_t last_sampled = -1;
+  // qkv_speculate_batch: the tokens its verify pass decided, handed out by
+  // qkv_session_sample from decided_at on, each with the logits row of its
+  // position (decided_logits [decided.size()][vocab]); its own random stream.
+  std::vector<int32_t> decided;
+  std::vector<float> decided_logits;
+  size_t decided_at = 0;
+  std::optional<qkv::SpeculativeRandom> spec_random;
 };
 
 namespace qkv::capi {
@@ -188,6 +196,14 @@ inline std::optional<int64_t> checked_product(std::initializer_list<int64_t> fac
     if (f < 0 || __builtin_mul_overflow(r, f, &r)) return std::nullopt;
   }
   return r;
+}
+
+// Forgets the tokens a verify pass decided and the session has not handed out
+// (a prefill, step, truncate or new sampler makes them stale).
+inline void drop_decided(qkv_session& session) {
+  session.decided.clear();
+  session.decided_logits.clear();
+  session.decided_at = 0;
 }
 
 // After a free sample: looks for the lazy grammar's triggers in the sampled

@@ -90,6 +90,11 @@ class Decoder {
   // cache. Returns logits [n][vocab], the last token's of each sequence. The same
   // checks as prefill(), all made before anything runs.
   const float* prefill_multi(const int64_t* seqs, const int32_t* const* tokens, const int64_t* counts, int64_t n);
+  // prefill_multi() writing the logits of every token to all_logits [sum counts][vocab],
+  // the sequences' rows one after another in the order given (speculative
+  // decoding's verify pass over several sequences).
+  void prefill_multi_all_logits(const int64_t* seqs, const int32_t* const* tokens, const int64_t* counts, int64_t n,
+                                float* all_logits);
 
   // Builds ahead what a prompt pass of up to prefill_batch rows needs (the
   // activation buffers, and oneDNN's GEMM primitives for every row bucket of
@@ -120,7 +125,7 @@ class Decoder {
   // all_logits or hidden (at most one) receive every token's logits or normed hidden state.
   const float* prefill_impl(int64_t seq, const int32_t* tokens, int64_t n, float* all_logits, float* hidden);
   const float* prefill_multi_impl(const int64_t* seqs, const int32_t* const* tokens, const int64_t* counts, int64_t n,
-                                  float* hidden);
+                                  float* all_logits, float* hidden);
   // Final norm of activation rows [first_row, first_row + rows) into out [rows][dim].
   void hidden_for(int64_t first_row, int64_t rows, float* out);
   void ensure_rows(int64_t M);

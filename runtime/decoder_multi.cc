@@ -1,4 +1,5 @@
-// Decoder::prefill_multi: the prompts of several sequences in one forward pass.
+// Decoder::prefill_multi: the prompts of several sequences in one forward pass
+// (and speculative decoding's verify pass over several sequences).
 // Their rows are packed one sequence after another into passes of up to
 // prefill_batch rows (a sequence may continue into the next pass); forward()
 // runs each pass's GEMMs over all its rows and attention per sequence run.
@@ -12,19 +13,25 @@ namespace qkv {
 
 const float* Decoder::prefill_multi(const int64_t* seqs, const int32_t* const* tokens, const int64_t* counts,
                                     int64_t n) {
-  return prefill_multi_impl(seqs, tokens, counts, n, nullptr);
+  return prefill_multi_impl(seqs, tokens, counts, n, nullptr, nullptr);
+}
+
+void Decoder::prefill_multi_all_logits(const int64_t* seqs, const int32_t* const* tokens, const int64_t* counts,
+                                       int64_t n, float* all_logits) {
+  QKV_CHECK(all_logits != nullptr, "prefill_multi_all_logits: null logits buffer");
+  prefill_multi_impl(seqs, tokens, counts, n, all_logits, nullptr);
 }
 
 void Decoder::prefill_hidden_multi(const int64_t* seqs, const int32_t* const* tokens, const int64_t* counts, int64_t n,
                                    float* hidden) {
   QKV_CHECK(hidden != nullptr, "prefill_hidden_multi: null hidden-state buffer");
-  prefill_multi_impl(seqs, tokens, counts, n, hidden);
+  prefill_multi_impl(seqs, tokens, counts, n, nullptr, hidden);
 }
 
-// hidden null: the logits of each sequence's last row; else every row's final
-// normed hidden state, in order, and no logits.
+// all_logits and hidden null: the logits of each sequence's last row; else
+// every row's logits or final normed hidden state, in order (not both).
 const float* Decoder::prefill_multi_impl(const int64_t* seqs, const int32_t* const* tokens, const int64_t* counts,
-                                         int64_t n, float* hidden) {
+                                         int64_t n, float* all_logits, float* hidden) {
   const OmpThreadsScope batch_threads(options_.threads_batch);
   QKV_CHECK(n >= 1 && seqs != nullptr && tokens != nullptr && counts != nullptr,
             "a multi-sequence prefill needs at least one sequence");
@@ -46,7 +53,7 @@ const float* Decoder::prefill_multi_impl(const int64_t* seqs, const int32_t* con
   std::vector<int32_t> toks;
   std::vector<int64_t> row_seq, row_pos, last_rows;
   int64_t i = 0, done = 0;  // sequence i's first `done` tokens ran in earlier passes
-  int64_t written = 0;      // rows of hidden written
+  int64_t written = 0;      // rows of all_logits or hidden written
   while (i < n) {
     toks.clear();
     row_seq.clear();
@@ -72,6 +79,11 @@ const float* Decoder::prefill_multi_impl(const int64_t* seqs, const int32_t* con
     ensure_rows(M);
     embed(toks.data(), M);
     forward(M, row_seq.data(), row_pos.data());
+    if (all_logits) {
+      logits_for(0, M, all_logits + written * vocab);
+      written += M;
+      continue;
+    }
     if (hidden) {
       hidden_for(0, M, hidden + written * model_.config.dim);
       written += M;

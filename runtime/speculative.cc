@@ -13,31 +13,87 @@ void check_speculative_options(const SpeculativeOptions& options) {
             options.draft_max, ") (got ", options.draft_min, ")");
 }
 
+double SpeculativeRandom::next_uniform() {
+  uint64_t z = (state_ += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  z ^= z >> 31;
+  return static_cast<double>(z >> 11) * 0x1.0p-53;
+}
+
+DraftLength::DraftLength(const SpeculativeOptions& options)
+    : draft_max_(options.draft_max),
+      floor_(std::max<int64_t>(1, options.draft_min)),
+      adaptive_(options.adaptive),
+      cap_(options.draft_max) {}
+
+int64_t DraftLength::next() {
+  if (skip_ > 0) {
+    --skip_;
+    return 0;
+  }
+  return cap_;
+}
+
+void DraftLength::adapt(int64_t accepted, int64_t drafted) {
+  if (!adaptive_) return;
+  if (accepted == drafted) {
+    cap_ = std::min(draft_max_, cap_ + 2);
+  } else {
+    cap_ = std::max(floor_, accepted + 1);
+  }
+  if (accepted > 0) {
+    backoff_ = 1;
+  } else if (drafted <= floor_) {
+    skip_ = backoff_;
+    backoff_ = std::min<int64_t>(2 * backoff_, kMaxBackoff);
+  }
+}
+
+int64_t accept_drafts(Sampler& sampler, float* logits, int64_t vocab, const int32_t* draft, int64_t k,
+                      std::vector<int32_t>* recent, SpeculativeRandom& random, std::vector<double>* p,
+                      std::vector<int32_t>* decided) {
+  for (int64_t i = 0; i <= k; ++i) {
+    float* row = logits + i * vocab;
+    sampler.probabilities(row, vocab, recent->data(), static_cast<int64_t>(recent->size()), p);
+    std::vector<double>& q = *p;
+    if (i < k) {
+      const int32_t d = draft[i];
+      QKV_CHECK(d >= 0 && d < vocab, "speculative decoding: drafted token ", d, " is outside the vocabulary of ", vocab);
+      if (random.next_uniform() < q[static_cast<size_t>(d)]) {  // accept with probability p(d)
+        decided->push_back(d);
+        recent->push_back(d);
+        continue;
+      }
+      q[static_cast<size_t>(d)] = 0.0;  // the residual: p without d
+    }
+    // The target's own token: from p, or from the residual after a rejection.
+    double total = 0;
+    for (double x : q) total += x;
+    QKV_CHECK(total > 0.0, "speculative decoding: the target's distribution has no mass left at position ", i);
+    double r = random.next_uniform() * total;
+    int32_t chosen = -1;
+    for (int64_t t = 0; t < vocab; ++t) {
+      if (q[static_cast<size_t>(t)] <= 0.0) continue;
+      chosen = static_cast<int32_t>(t);
+      r -= q[static_cast<size_t>(t)];
+      if (r < 0) break;
+    }
+    decided->push_back(chosen);
+    return i;
+  }
+  return k;  // not reached: row k always decides
+}
+
 Speculator::Speculator(Decoder& target, int64_t seq, const SpeculativeOptions& options, const SamplerOptions& sampler)
     : target_(target),
       seq_(seq),
       options_(options),
       sampler_(sampler),
-      // Its own stream, apart from the plain sampler's (same seed, other draws).
-      state_(sampler.seed ^ 0x5bd1e9955bd1e995ull),
-      draft_cap_(options.draft_max) {
+      random_(sampler.seed),
+      length_(options) {
   QKV_CHECK(options.drafter != nullptr, "speculative decoding needs a drafter");
   check_speculative_options(options);
-}
-
-void Speculator::adapt(int64_t accepted, int64_t drafted) {
-  const int64_t floor = std::max<int64_t>(1, options_.draft_min);
-  if (accepted == drafted) {
-    draft_cap_ = std::min(options_.draft_max, draft_cap_ + 2);
-  } else {
-    draft_cap_ = std::max(floor, accepted + 1);
-  }
-  if (accepted > 0) {
-    backoff_ = 1;
-  } else if (drafted <= floor) {
-    skip_ = backoff_;
-    backoff_ = std::min<int64_t>(2 * backoff_, kMaxBackoff);
-  }
 }
 
 int32_t Speculator::take_pending() {
@@ -47,24 +103,11 @@ int32_t Speculator::take_pending() {
   return t;
 }
 
-double Speculator::next_uniform() {
-  uint64_t z = (state_ += 0x9e3779b97f4a7c15ull);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  z ^= z >> 31;
-  return static_cast<double>(z >> 11) * 0x1.0p-53;
-}
-
 const float* Speculator::advance(const std::vector<int32_t>& history, int64_t max_draft) {
   QKV_CHECK(!history.empty(), "speculative decoding: an empty history");
   QKV_CHECK(pending_.empty(), "speculative decoding: tokens of the last verify pass are still pending");
   const int32_t token = history.back();
-  if (skip_ > 0) {
-    --skip_;
-    ++stats_.plain_steps;
-    return target_.step(seq_, token);
-  }
-  const int64_t k_max = std::min(draft_cap_, max_draft);
+  const int64_t k_max = std::min(length_.next(), max_draft);
   draft_.clear();
   if (k_max >= 1) options_.drafter->draft(history, k_max, &draft_);
   if (static_cast<int64_t>(draft_.size()) > k_max) draft_.resize(static_cast<size_t>(k_max));
@@ -85,37 +128,14 @@ const float* Speculator::advance(const std::vector<int32_t>& history, int64_t ma
   stats_.drafted += k;
 
   recent_ = history;  // the penalties' look-back, extended by each accepted draft
-  for (int64_t i = 0; i <= k; ++i) {
-    float* row = logits_.data() + i * vocab;
-    sampler_.probabilities(row, vocab, recent_.data(), static_cast<int64_t>(recent_.size()), &p_);
-    if (i < k) {
-      const int32_t d = draft_[static_cast<size_t>(i)];
-      if (next_uniform() < p_[static_cast<size_t>(d)]) {  // accept with probability p(d)
-        pending_.push_back(d);
-        recent_.push_back(d);
-        continue;
-      }
-      p_[static_cast<size_t>(d)] = 0.0;  // the residual: p without d
-    }
-    // The target's own token: from p, or from the residual after a rejection.
-    double total = 0;
-    for (double x : p_) total += x;
-    QKV_CHECK(total > 0.0, "speculative decoding: the target's distribution has no mass left at position ", i);
-    double r = next_uniform() * total;
-    int32_t chosen = -1;
-    for (int64_t t = 0; t < vocab; ++t) {
-      if (p_[static_cast<size_t>(t)] <= 0.0) continue;
-      chosen = static_cast<int32_t>(t);
-      r -= p_[static_cast<size_t>(t)];
-      if (r < 0) break;
-    }
-    pending_.push_back(chosen);
-    stats_.accepted += i;
-    if (options_.adaptive) adapt(i, k);
-    // The cache keeps the fed token and the i accepted drafts.
-    target_.cache().truncate(seq_, start + 1 + i);
-    break;
-  }
+  decided_.clear();
+  const int64_t accepted =
+      accept_drafts(sampler_, logits_.data(), vocab, draft_.data(), k, &recent_, random_, &p_, &decided_);
+  pending_.assign(decided_.begin(), decided_.end());
+  stats_.accepted += accepted;
+  length_.adapt(accepted, k);
+  // The cache keeps the fed token and the accepted drafts.
+  target_.cache().truncate(seq_, start + 1 + accepted);
   return nullptr;
 }
 

@@ -54,6 +54,47 @@ struct SpeculativeStats {
   int64_t plain_steps = 0;    // target steps of one position (too few tokens drafted)
 };
 
+// The draws of speculative sampling: splitmix64, a stream of its own (seeded
+// from the sampler's seed, apart from the sampler's draws).
+class SpeculativeRandom {
+ public:
+  explicit SpeculativeRandom(uint64_t seed) : state_(seed ^ 0x5bd1e9955bd1e995ull) {}
+  double next_uniform();  // [0, 1)
+
+ private:
+  uint64_t state_;
+};
+
+// The draft length of each round (SpeculativeOptions::adaptive): one per
+// stream, told each round's outcome.
+class DraftLength {
+ public:
+  explicit DraftLength(const SpeculativeOptions& options);
+  // Tokens the next round may draft; 0 while a backoff skips drafting (each
+  // such call is one skipped round).
+  int64_t next();
+  // After a verify pass that kept `accepted` of `drafted` tokens.
+  void adapt(int64_t accepted, int64_t drafted);
+
+ private:
+  static constexpr int64_t kMaxBackoff = 32;
+  int64_t draft_max_, floor_;
+  bool adaptive_;
+  int64_t cap_;          // the adaptive draft length (draft_max when not adaptive)
+  int64_t backoff_ = 1;  // plain steps after the next fully rejected single-token round
+  int64_t skip_ = 0;     // plain steps left before the next draft
+};
+
+// Judges one verify pass: logits holds the target's rows [k + 1][vocab] for
+// the fed token and the k drafts (edited in place), recent the history the
+// penalties see at row 0 (the fed token last; each accepted draft is
+// appended). Appends the accepted drafts and then the target's own token to
+// *decided and returns how many drafts were accepted. The one acceptance rule
+// of qkv_generate and the server's slots (qkv_speculate_batch).
+int64_t accept_drafts(Sampler& sampler, float* logits, int64_t vocab, const int32_t* draft, int64_t k,
+                      std::vector<int32_t>* recent, SpeculativeRandom& random, std::vector<double>* p,
+                      std::vector<int32_t>* decided);
+
 class Speculator {
  public:
   Speculator(Decoder& target, int64_t seq, const SpeculativeOptions& options, const SamplerOptions& sampler);
@@ -73,22 +114,14 @@ class Speculator {
   const SpeculativeStats& stats() const { return stats_; }
 
  private:
-  double next_uniform();  // [0, 1), splitmix64 over its own state
-  // The next round's draft length after a round that kept `accepted` of
-  // `drafted` tokens (SpeculativeOptions::adaptive).
-  void adapt(int64_t accepted, int64_t drafted);
-  static constexpr int64_t kMaxBackoff = 32;
-
   Decoder& target_;
   int64_t seq_;
   SpeculativeOptions options_;
   Sampler sampler_;  // the penalties and filters only; it draws nothing
-  uint64_t state_;
-  int64_t draft_cap_;         // the adaptive draft length (options_.draft_max when not adaptive)
-  int64_t backoff_ = 1;       // plain steps after the next fully rejected single-token round
-  int64_t skip_ = 0;          // plain steps left before the next draft
+  SpeculativeRandom random_;
+  DraftLength length_;
   std::deque<int32_t> pending_;
-  std::vector<int32_t> draft_, tokens_, recent_;
+  std::vector<int32_t> draft_, tokens_, recent_, decided_;
   std::vector<float> logits_;
   std::vector<double> p_;
   SpeculativeStats stats_;

@@ -13,6 +13,7 @@ set -euo pipefail
 usage() {
   cat <<'EOF'
 usage: scripts/speed_table.sh [--llama-cpp DIR] [--out DIR] [--threads N] [--quick] [--reps N]
+                              [--all-types] [--isa LEVEL]
                               [--embed [--embed-batch N] [--embed-texts N] [--embed-lengths L]]
   --embed          the encoder table instead: bge-small, bge-base and nomic-embed in F16 and
                    Q8_0, qkv bench --embed beside llama-embedding (sentences/s for 256 texts
@@ -29,6 +30,9 @@ usage: scripts/speed_table.sh [--llama-cpp DIR] [--out DIR] [--threads N] [--qui
                    (default: build/speed)
   --threads N      threads for both runtimes (default: qkv's, one per physical core)
   --quick          only the 143M cases (--embed: only bge-small)
+  --all-types      143M and 1.1B each in F16, Q8_0, Q4_0 and Q4_K_M (8 cases; default: 5 of them)
+  --isa LEVEL      qkv runs with its kernels capped at LEVEL (QKV_ISA: avx2, avx2-vnni, avx512, ...);
+                   beside a llama.cpp built for the same level, e.g. AVX2 only
   --reps N         timed repetitions of every case (default 5 for 143M, 3 for 1.1B, 3 with --embed); each
                    runtime's figure is the median [min..max] over them
   -h, --help       this text
@@ -49,15 +53,18 @@ out=build/speed
 threads=""
 reps_all=""
 quick=0
+all_types=0
+isa=""
 embed=0
 embed_batch=2048
 embed_texts=256
 embed_lengths=16,64,256,512
 while (($# > 0)); do
   case $1 in
-    --llama-cpp | --out | --threads | --reps | --embed-batch | --embed-texts | --embed-lengths)
+    --llama-cpp | --out | --threads | --reps | --embed-batch | --embed-texts | --embed-lengths | --isa)
       (($# >= 2)) || die_usage "$1 needs a value"
       case $1 in
+        --isa) isa=$2 ;;
         --embed-lengths) embed_lengths=$2 ;;
         --embed-texts) embed_texts=$2 ;;
         --embed-batch) embed_batch=$2 ;;
@@ -69,6 +76,7 @@ while (($# > 0)); do
       shift 2
       ;;
     --quick) quick=1; shift ;;
+    --all-types) all_types=1; shift ;;
     --embed) embed=1; shift ;;
     -h | --help) usage; exit 0 ;;
     -*) die_usage "unknown option '$1'" ;;
@@ -89,6 +97,11 @@ done
   die_usage "--embed-lengths takes lengths such as 16,64, not '$embed_lengths'"
 [[ -x $qkv ]] || { echo "speed_table.sh: no qkv binary at $qkv (build it first; this script builds nothing)" >&2; exit 1; }
 
+if [[ -n $isa ]]; then
+  export QKV_ISA=$isa
+  # qkv names the levels it knows and those this CPU runs when it refuses one.
+  isa_err=$("$qkv" info --cpu 2>&1 >/dev/null) || { echo "speed_table.sh: --isa $isa: $isa_err" >&2; exit 2; }
+fi
 cpu_info=$("$qkv" info --cpu)
 if [[ -z $threads ]]; then
   threads=$(sed -n 's/^threads: \([0-9][0-9]*\) by default.*/\1/p' <<<"$cpu_info")
@@ -124,6 +137,18 @@ cases=(
   "1.1B-q8_0|1.1B|q8_0|256|3|0"
   "1.1B-q4_k_m|1.1B|q4_k_m|256|3|1"
 )
+if ((all_types)); then
+  cases=(
+    "143M-f16|143M|f16|512|5|1"
+    "143M-q8_0|143M|q8_0|512|5|1"
+    "143M-q4_0|143M|q4_0|512|5|1"
+    "143M-q4_k_m|143M|q4_k_m|512|5|1"
+    "1.1B-f16|1.1B|f16|256|3|1"
+    "1.1B-q8_0|1.1B|q8_0|256|3|1"
+    "1.1B-q4_0|1.1B|q4_0|256|3|1"
+    "1.1B-q4_k_m|1.1B|q4_k_m|256|3|1"
+  )
+fi
 steps=32       # decode steps: llama-bench -n, llama-batched-bench -ntg
 batch_depth=128  # positions before the batched steps: llama-batched-bench -npp
 batch=16       # sequences stepping together: llama-batched-bench -npl

@@ -79,12 +79,16 @@ cmake --build build-clang -j"$jobs"
 run_ctest --test-dir build-clang --output-on-failure -j"$jobs" -L asan
 
 # aarch64: cross-built with Debian's toolchain (cmake/toolchain-aarch64.cmake:
-# Highway's NEON target, no oneDNN) and run under qemu-aarch64, on a NEON-only
-# core and on -cpu max (SVE2, dot product, i8mm, BF16, SME: test_arm_features
-# checks each against the instruction itself; test_arm_dotprod runs the SDOT
-# matvec on max and skips on the A53). Every kernels-labelled suite runs but
-# test_quantize and test_quant_matmul, which take over 5 minutes each under
-# qemu: the others took 30 + 147 s for both cores (2 idle cores).
+# Highway's NEON and SVE targets, no oneDNN) and run under qemu-aarch64, on a
+# NEON-only core and on -cpu max (SVE2, dot product, i8mm, BF16, SME:
+# test_arm_features checks each against the instruction itself;
+# test_arm_dotprod runs the SDOT matvec on max and skips on the A53). max runs
+# twice: at its default 512-bit vectors (dispatch picks SVE2) and at 128 bits
+# (SVE2_128); the suites looping over targets run SVE and SVE2 at each length
+# too. Every kernels-labelled suite runs but test_quantize and
+# test_quant_matmul, which take over 5 minutes each under qemu. Measured on the
+# 2-core host while other builds ran: a53 77 s and max,sve128=on 121 s at -j2,
+# max 269 s at -j1; the kernels library with its SVE targets compiles in 104 s.
 aarch64_missing=""
 for p in g++-aarch64-linux-gnu qemu-user libhwy-dev:arm64 libpcre2-dev:arm64 libutf8proc-dev:arm64 \
          libcpp-httplib-dev:arm64 libcurl4-openssl-dev:arm64 libssl-dev:arm64; do
@@ -95,14 +99,14 @@ if [ "${QKV_TEST_SKIP_AARCH64:-0}" = 1 ]; then
 elif [ -n "$aarch64_missing" ]; then
   stage "aarch64 under qemu: SKIPPED, scripts/setup.sh --tests could not install:$aarch64_missing"
 else
-  stage "aarch64 cross build, kernel suites under qemu-aarch64 (cortex-a53: NEON only; max: SVE2, i8mm, BF16)"
+  stage "aarch64 cross build, kernel suites under qemu-aarch64 (cortex-a53: NEON only; max: SVE2 at 512 and 128 bits, i8mm, BF16)"
   cmake -S . -B build-aarch64 -DCMAKE_TOOLCHAIN_FILE=cmake/toolchain-aarch64.cmake -DCMAKE_BUILD_TYPE=Release >/dev/null
   aarch64_slow='^test_(quantize|quant_matmul)$'
   aarch64_tests=$(ctest --test-dir build-aarch64 -N -L kernels -E "$aarch64_slow" |
     sed -n 's/^ *Test *#[0-9]*: \(test_[A-Za-z0-9_]*\)$/\1/p')
   # shellcheck disable=SC2086
   cmake --build build-aarch64 -j"$jobs" --target $aarch64_tests
-  for cpu in cortex-a53 max; do
+  for cpu in cortex-a53 max max,sve128=on; do
     QEMU_CPU=$cpu run_ctest --test-dir build-aarch64 --output-on-failure -j"$jobs" -L kernels -E "$aarch64_slow"
   done
 fi

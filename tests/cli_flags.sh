@@ -5,6 +5,7 @@
 # input) still pass as values.
 set -u
 QKV="$1"
+SHARED="${2:-}"
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 fail=0
@@ -62,5 +63,26 @@ theirs=$(kld --kl-divergence --kl-divergence-base "$dir/base.kld")
 err=$("$QKV" perplexity -m "$model" -f "$dir/long.txt" --kl-divergence 2>&1 >/dev/null); rc=$?
 [ $rc -eq 2 ] && printf '%s' "$err" | grep -q -- "--kl-divergence without a file" ||
   { echo "FAIL: a lone --kl-divergence switch: rc $rc '$err'"; fail=1; }
+# -f FILE: the prompt from a file, one trailing newline dropped (llama.cpp's -f).
+printf 'Once upon a time\n' > "$dir/prompt.txt"
+[ "$(run -f "$dir/prompt.txt" 2>/dev/null)" == "$base" ] || { echo "FAIL: -f FILE is not -p with its text"; fail=1; }
+err=$("$QKV" run -m "$model" -f "$dir/none.txt" -n 4 2>&1 >/dev/null); rc=$?
+[ $rc -ne 0 ] && printf '%s' "$err" | grep -q "cannot open '$dir/none.txt'" ||
+  { echo "FAIL: -f of a missing file: rc $rc '$err'"; fail=1; }
+# --ignore-eos: a trained model's story that ends (at BOS, this model's end of
+# a story) goes on past it with the same text first.
+trained=$SHARED/models/tinystories-3M-F32.gguf
+if [ -f "$trained" ]; then
+  story="Once upon a time there was a dog. The dog was happy. The end"
+  ended=$("$QKV" run -m "$trained" -p "$story" --temp 0 -t 1 2>"$dir/err")
+  grep -q "stopped by bos" "$dir/err" || { echo "FAIL: the story did not end at BOS: $(tail -1 "$dir/err")"; fail=1; }
+  longer=$("$QKV" run -m "$trained" -p "$story" --temp 0 -t 1 --ignore-eos -n 300 2>"$dir/err")
+  grep -q "stopped by n_predict after" "$dir/err" ||
+    { echo "FAIL: --ignore-eos stopped early: $(tail -1 "$dir/err")"; fail=1; }
+  [ -n "$ended" ] && [ ${#longer} -gt $(( ${#ended} + 20 )) ] && [ "${longer:0:${#ended}}" == "$ended" ] ||
+    { echo "FAIL: --ignore-eos: ${#ended} then ${#longer} bytes"; fail=1; }
+else
+  echo "SKIP: --ignore-eos check: no tinystories-3M-F32.gguf under the shared dir '$SHARED'"
+fi
 [ $fail -eq 0 ] && echo "cli_flags: all checks passed"
 exit $fail

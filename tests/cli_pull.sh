@@ -6,6 +6,11 @@
 # huggingface_hub's documented one (https://huggingface.co/docs/hub/local-cache:
 # blobs/<sha256>, snapshots/<rev>/FILE -> ../../blobs/<sha256>, refs/main),
 # since huggingface_hub itself cannot be installed here.
+# A full disk is checked before the download (a small tmpfs) and during it
+# (ENOSPC on a tmpfs filled while the hub holds the file's second half, when a
+# private mount namespace is allowed; EFBIG past `ulimit -f`, always): the
+# partial file stays and the next pull resumes it. qkv serve names an
+# ollama: model NAME:TAG.
 # Usage: cli_pull.sh QKV. Never contacts a real hub.
 set -u
 qkv=$1
@@ -230,6 +235,74 @@ else
   echo "skipped: full disk (no private mount namespace)"
 fi
 
+# The disk fills mid-download (a 1 MiB tmpfs in a private mount namespace, filled
+# while the hub holds the second half of the file): ENOSPC is named, the partial
+# .incomplete file stays, and once there is room the next pull resumes from it.
+start_server hold --hold-until "$tmp/release"
+hold_port=$port
+cat >"$tmp/enospc.sh" <<'SCRIPT'
+# In the namespace: $1 mount point, $2 hub URL, $3 qkv, $4 release file, $5 partial's name, $6 the hub's file.
+mount -t tmpfs -o size=1m tmpfs "$1" || exit 99
+partial="$1/hub/models--acme--tiny-GGUF/blobs/$5"
+HF_HOME=$1 HF_ENDPOINT=$2 "$3" pull acme/tiny-GGUF:Q8_0 >"$1.out" 2>"$1.err" &
+pull=$!
+for _ in $(seq 200); do  # up to 20 s for the first half to reach the file
+  [[ $(stat -c %s "$partial" 2>/dev/null || echo 0) -gt 0 ]] && break
+  sleep 0.1
+done
+dd if=/dev/zero of="$1/filler" bs=4096 2>/dev/null  # until ENOSPC
+touch "$4"
+wait $pull
+echo "rc=$?" >"$1.rc"
+stat -c %s "$partial" >"$1.kept" 2>/dev/null
+rm -f "$1/filler"
+HF_HOME=$1 HF_ENDPOINT=$2 "$3" pull acme/tiny-GGUF:Q8_0 >"$1.out2" 2>"$1.err2" || exit 3
+cmp -s "$(cat "$1.out2")" "$6" || exit 4
+[[ ! -e $partial ]] || exit 5
+SCRIPT
+mkdir -p "$tmp/fills"
+runner=""
+unshare -rm true 2>/dev/null && runner="unshare -rm"
+[[ -z $runner ]] && unshare -m true 2>/dev/null && runner="unshare -m"
+if [[ -z $runner ]]; then
+  echo "skipped: disk full mid-download (no private mount namespace)"
+else
+  $runner bash "$tmp/enospc.sh" "$tmp/fills" "http://127.0.0.1:$hold_port" "$qkv" "$tmp/release" "$q8_sha.incomplete" \
+    "$repo/tiny-Q8_0.gguf" >"$tmp/fills.log" 2>&1
+  rc=$?
+  full=$(stat -c %s "$repo/tiny-Q8_0.gguf")
+  kept=$(cat "$tmp/fills.kept" 2>/dev/null || echo 0)
+  if [[ $rc == 99 ]]; then
+    echo "skipped: disk full mid-download (cannot mount a tmpfs: $(cat "$tmp/fills.log"))"
+  elif [[ $rc == 0 && $(cat "$tmp/fills.rc") == rc=1 ]] && grep -q "the disk is full while writing .*\.incomplete" "$tmp/fills.err" &&
+       grep -q "free some space and run the command again to resume" "$tmp/fills.err" && [[ $kept -gt 0 && $kept -lt $full ]] &&
+       grep -q "\"range\": \"bytes=$kept-\"" "$tmp/hold.log"; then
+    pass "disk full mid-download (ENOSPC on a tmpfs): named, $kept of $full bytes kept, resumed with Range: bytes=$kept-"
+  else
+    fail_test "disk full mid-download: exit $rc $(cat "$tmp/fills.rc" "$tmp/fills.err" "$tmp/fills.err2" "$tmp/fills.log" 2>&1) kept $kept"
+  fi
+fi
+
+# The same failure through the file size limit, which needs no mount: past
+# `ulimit -f` a write fails with EFBIG (SIGXFSZ ignored), handled as ENOSPC is.
+export HF_HOME=$tmp/hf-fsize HF_ENDPOINT=http://127.0.0.1:$plain_port
+partial=$HF_HOME/hub/models--acme--tiny-GGUF/blobs/$q8_sha.incomplete
+: >"$tmp/plain.log"
+(ulimit -f 64 && exec "$qkv" pull acme/tiny-GGUF:Q8_0) >"$tmp/out" 2>"$tmp/err"
+rc=$?
+kept=$(stat -c %s "$partial" 2>/dev/null || echo 0)
+if [[ $rc == 1 ]] && grep -q "the file size limit (ulimit -f) was reached while writing" "$tmp/err" && [[ $kept == 65536 ]]; then
+  pass "file size limit mid-download (EFBIG): named, the 65536 bytes within the limit kept"
+else
+  fail_test "file size limit: exit $rc, $kept bytes kept, $(cat "$tmp/err")"
+fi
+if out=$("$qkv" pull acme/tiny-GGUF:Q8_0 2>"$tmp/err") && cmp -s "$out" "$repo/tiny-Q8_0.gguf" &&
+   grep -q '"range": "bytes=65536-"' "$tmp/plain.log" && [[ ! -e $partial ]]; then
+  pass "resumed after the file size limit with Range: bytes=65536-"
+else
+  fail_test "resume after EFBIG: $(cat "$tmp/err") $(grep blobs "$tmp/plain.log")"
+fi
+
 # A fake Ollama store: the model, template and params layers of a manifest.
 export OLLAMA_MODELS=$tmp/ollama
 mkdir -p "$OLLAMA_MODELS/blobs" "$OLLAMA_MODELS/manifests/registry.ollama.ai/library/tiny" \
@@ -266,6 +339,53 @@ fi
 expect_error "ollama: absent tag" "Ollama has no model tiny:7b" "$qkv" run -m ollama:tiny:7b -p hi
 expect_error "ollama: blob shorter than its manifest says" "not the 1 its manifest says" "$qkv" run -m ollama:someone/tiny:short -p hi
 expect_error "ollama: bad name" "not an Ollama model name" "$qkv" run -m ollama:../x -p hi
+
+# qkv serve names an Ollama model as Ollama does (NAME:TAG, NAME matching
+# NAME:latest), not by its blob's sha256 file name; beside a file path, which
+# goes by its file name.
+if command -v curl >/dev/null; then
+  "$qkv" serve --port 0 -m ollama:tiny -m "$q8" --slots 1 -c 64 -t 1 2>"$tmp/serve.err" &
+  serve_pid=$!
+  servers+=($serve_pid)
+  serve_port=""
+  for _ in $(seq 200); do
+    serve_port=$(grep -o 'listening on http://[^ ]*' "$tmp/serve.err" | sed 's/.*://')
+    [[ -n $serve_port ]] && break
+    kill -0 $serve_pid 2>/dev/null || break
+    sleep 0.1
+  done
+  su="http://127.0.0.1:$serve_port"
+  ids=$(curl -s -m 10 "$su/v1/models" | python3 -c 'import json,sys; print(" ".join(m["id"] for m in json.load(sys.stdin)["data"]))')
+  tags=$(curl -s -m 10 "$su/api/tags" | python3 -c 'import json,sys; print(" ".join(m["name"] for m in json.load(sys.stdin)["models"]))')
+  if [[ $ids == "tiny:latest tiny-Q8_0" && $tags == "tiny:latest tiny-Q8_0" ]]; then
+    pass "serve -m ollama:tiny lists it as tiny:latest (/v1/models, /api/tags)"
+  else
+    fail_test "serve ollama: names '$ids' / '$tags' $(cat "$tmp/serve.err")"
+  fi
+  "$qkv" run -m "$q8" -n 6 -p hi --temp 0 -q -t 1 >"$tmp/ref_text" 2>/dev/null
+  ref_text=$(cat "$tmp/ref_text")
+  ref_text=${ref_text#hi}
+  # An Ollama client names it NAME (/api/generate); an OpenAI client the id /v1/models lists.
+  got=$(curl -s -m 60 "$su/api/generate" -d '{"model":"tiny","prompt":"hi","raw":true,"stream":false,"options":{"temperature":0,"num_predict":6}}' |
+    python3 -c 'import json,sys; print(json.load(sys.stdin)["response"], end="")' 2>&1)
+  got_openai=$(curl -s -m 60 "$su/v1/completions" -d '{"model":"tiny:latest","prompt":"hi","max_tokens":6,"temperature":0}' |
+    python3 -c 'import json,sys; print(json.load(sys.stdin)["choices"][0]["text"], end="")' 2>&1)
+  got_short=$(curl -s -m 60 "$su/v1/chat/completions" -d '{"model":"tiny","messages":[{"role":"user","content":"hi"}],"max_tokens":2}' |
+    python3 -c 'import json,sys; print(json.load(sys.stdin)["model"], end="")' 2>&1)
+  if [[ -n $ref_text && $got == "$ref_text" && $got_openai == "$ref_text" && $got_short == "tiny:latest" ]]; then
+    pass "serve: 'tiny' (/api/generate, /v1/chat/completions) and 'tiny:latest' (/v1/completions) answer as qkv run on the blob"
+  else
+    fail_test "serve: tiny gave '$got', tiny:latest '$got_openai', qkv run '$ref_text', chat with 'tiny': '$got_short'"
+  fi
+  code=$(curl -s -m 10 -o "$tmp/body" -w '%{http_code}' "$su/api/show" -d '{"model":"tiny"}')
+  if [[ $code == 200 ]] && grep -q '"family":"llama"' "$tmp/body"; then pass "serve: /api/show of tiny"; else fail_test "/api/show tiny: $code $(cat "$tmp/body")"; fi
+  code=$(curl -s -m 10 -o /dev/null -w '%{http_code}' "$su/v1/completions" -d "{\"model\":\"sha256-$q8_sha\",\"prompt\":\"hi\",\"max_tokens\":1}")
+  [[ $code == 404 ]] && pass "serve: the blob's file name is not a model name" || fail_test "the blob name answered $code"
+  kill -TERM $serve_pid
+  wait $serve_pid 2>/dev/null
+else
+  echo "skipped: serve -m ollama: (curl is not installed)"
+fi
 
 # list shows both stores with quant and architecture; rm removes from the HF cache only.
 export HF_HOME=$tmp/hf

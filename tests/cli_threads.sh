@@ -58,26 +58,36 @@ for flags in "-tb 1" "-t 2 -tb 2" "--numa distribute" "--numa isolate" "--numa n
   cmp -s "$tmp/plain" "$tmp/flagged" || fail "run with $flags printed other text: $(cat "$tmp/flagged")"
 done
 
-# cpu_lists ARGS...: runs qkv bench ARGS in the background and prints the
-# distinct Cpus_allowed_list values of its threads, sampled every 50 ms from
-# its first worker thread to its end.
-cpu_lists() {
+# cpu_samples MIN_TASKS ARGS...: runs qkv bench ARGS in the background and
+# prints the Cpus_allowed_list values of its threads, sampled every 50 ms
+# (one line per thread per sample) from the time it has MIN_TASKS threads to
+# its end. Before main() sets the placement (the shell's fork, the loader) its
+# one thread still has the shell's CPUs.
+cpu_samples() {
+  local min_tasks=$1
+  shift
   "$qkv" bench --synthetic 143M --prompt-lengths none --depths 0 --batches none --steps 16 --reps 2 --warmup 1 \
     --no-probe -q "$@" >/dev/null 2>"$tmp/bench_err" &
   local pid=$!
   while kill -0 "$pid" 2>/dev/null; do
-    # Once qkv has a second thread: before main() sets the placement (the
-    # shell's fork, the loader) its one thread still has the shell's CPUs.
     tasks=(/proc/"$pid"/task/*)
-    [[ ${#tasks[@]} -ge 2 ]] && cat /proc/"$pid"/task/*/status 2>/dev/null | grep Cpus_allowed_list | cut -f2
+    [[ ${#tasks[@]} -ge $min_tasks ]] && cat /proc/"$pid"/task/*/status 2>/dev/null | grep Cpus_allowed_list | cut -f2
     sleep 0.05
-  done | sort -u
+  done
   wait "$pid" || fail "qkv bench $*: $(cat "$tmp/bench_err")"
 }
+# cpu_lists ARGS...: the distinct values of cpu_samples from the time qkv has a
+# second thread.
+cpu_lists() { cpu_samples 2 "$@" | sort -u; }
 
 first=$(echo "$allowed" | cut -d, -f1 | cut -d- -f1)
-lists=$(cpu_lists -t 2 --cpu-range "$first-$first")
-[[ $lists == "$first" ]] || fail "--cpu-range $first-$first: the threads ran on '$(echo $lists)', not only CPU $first"
+# One CPU: -t 2 runs one thread (threads beyond the usable CPUs are capped,
+# with a note), and that thread runs on the CPU from the time it is placed on.
+samples=$(cpu_samples 1 -t 2 --cpu-range "$first-$first")
+placed=$(sed -n "/^$first\$/,\$p" <<<"$samples" | sort -u)
+[[ $placed == "$first" ]] || fail "--cpu-range $first-$first: the thread ran on '$(echo $samples | tr ' ' '\n' | sort -u | tr '\n' ' ')', not only CPU $first"
+grep -q "2 threads asked for, 1 CPU usable: running 1" "$tmp/bench_err" ||
+  fail "-t 2 on one CPU gave no note of the cap: $(cat "$tmp/bench_err")"
 if [[ $allowed == 0-1 || $allowed == 0-[1-9]* ]]; then
   lists=$(cpu_lists -t 2 --cpu-range 0-1 --cpu-strict 1)
   # Member 0 on CPU 0, member 1 on CPU 1; threads of no team (if any) keep 0-1.

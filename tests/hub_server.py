@@ -8,7 +8,9 @@ Serves ROOT/OWNER/REPO/FILE as the hub does:
   GET  /blobs/<sha256>                   the bytes, honouring "Range: bytes=N-" with a 206
 Switches: --token T (401 without "Authorization: Bearer T"), --drop-once (the first
 blob reply announces the whole length, sends half and closes the connection),
---corrupt (every blob reply has one byte flipped), --cert/--key (HTTPS).
+--corrupt (every blob reply has one byte flipped), --hold-until FILE (the first
+blob reply sends half, then waits up to 60 s for FILE to exist before the rest),
+--cert/--key (HTTPS).
 Every request is logged as one JSON line (method, path, range) to --log.
 Prints the port on stdout once listening.
 """
@@ -20,6 +22,7 @@ import os
 import ssl
 import sys
 import threading
+import time
 
 
 def parse_args():
@@ -30,6 +33,7 @@ def parse_args():
     p.add_argument("--token", default="")
     p.add_argument("--drop-once", action="store_true")
     p.add_argument("--corrupt", action="store_true")
+    p.add_argument("--hold-until", default="")
     p.add_argument("--cert", default="")
     p.add_argument("--key", default="")
     return p.parse_args()
@@ -37,7 +41,7 @@ def parse_args():
 
 ARGS = parse_args()
 LOCK = threading.Lock()
-STATE = {"dropped": False}
+STATE = {"dropped": False, "held": False}
 BLOBS = {}  # sha256 -> path, filled as files are announced
 
 
@@ -173,6 +177,21 @@ class Handler(http.server.BaseHTTPRequestHandler):
         with LOCK:
             drop = ARGS.drop_once and not STATE["dropped"]
             STATE["dropped"] = STATE["dropped"] or drop
+        with LOCK:
+            hold = bool(ARGS.hold_until) and not STATE["held"]
+            STATE["held"] = STATE["held"] or hold
+        if hold:
+            self.wfile.write(part[: len(part) // 2])
+            self.wfile.flush()
+            for _ in range(600):
+                if os.path.exists(ARGS.hold_until):
+                    break
+                time.sleep(0.1)
+            try:
+                self.wfile.write(part[len(part) // 2 :])
+            except OSError:  # the client gave up (its disk filled)
+                pass
+            return
         if drop:
             self.wfile.write(part[: len(part) // 2])
             self.wfile.flush()

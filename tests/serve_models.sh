@@ -2,15 +2,21 @@
 # qkv serve with several models (two -m flags, --models-dir): each answers a
 # greedy completion exactly as `qkv run` on its file does, alternately and
 # concurrently; GET /v1/models lists every model with its state, context and
-# architecture (and Ollama's /api/tags and /api/ps); an unknown model is a 404
-# in each API's shape; POST /models/load and /models/unload; least recently
-# used unload under a --memory-limit that holds one model (the unloaded one
-# reloads on its next request and answers the same); a truncated GGUF answers
-# its requests with a 500 naming the problem while the others keep serving;
-# --models-max 1 and --idle-unload 1.
+# architecture (and Ollama's /api/tags and /api/ps; /api/tags of unloaded
+# models with the parameter size, quantization and family of their GGUF
+# headers, checked against tests/serve_models_gguf.py's reading); an unknown
+# model is a 404 in each API's shape; POST /models/load and /models/unload;
+# least recently used unload under a --memory-limit that holds one model (the
+# unloaded one reloads on its next request and answers the same); a truncated
+# GGUF answers its requests with a 500 naming the problem while the others
+# keep serving; --models-max 1 and --idle-unload 1; /api/show loads a model;
+# /models/unload of a model streaming to a client is a 409, and succeeds once
+# the stream ends; --memory-limit counts an embedding worker's buffers (the
+# worker refused with the numbers, or a least recently used model unloaded
+# for it) and refuses a model over it with the numbers.
 # Usage: serve_models.sh QKV SHARED_DIR [quick]
 # quick (the AddressSanitizer run): one prompt of fewer tokens, one round,
-# no --models-max/--idle-unload server.
+# none of the servers after the --models-dir one.
 set -u
 QKV="$1"
 QUICK="${3:-}"
@@ -98,6 +104,31 @@ for m in d["data"]:
     assert m["architecture"] == "llama" and m["context"] == 512, m  # from the GGUF header
     assert m["memory_bytes"] > 0, m
 PY
+# Ollama's /api/tags of the models not yet loaded: size, format, family,
+# parameter_size and quantization_level from the file and its GGUF header,
+# checked against this script's own reading of the header (tests/serve_models_gguf.py:
+# every tensor's elements, general.file_type or the matrices' type) and stat.
+curl -s "$U/api/tags" >"$SERVE_TMP/tags.json"
+python3 - "$SERVE_TMP/tags.json" "$(dirname "$0")" "$A" "$A_FILE" "$B" "$B_FILE" <<'PY' || bad "/api/tags of unloaded models"
+import json, os, sys
+sys.path.insert(0, sys.argv[2])
+import serve_models_gguf as gguf_header
+tags = {m["name"]: m for m in json.load(open(sys.argv[1]))["models"]}
+for name, path in ((sys.argv[3], sys.argv[4]), (sys.argv[5], sys.argv[6])):
+    h = gguf_header.read(path)
+    d = tags[name]["details"]
+    want = {"format": "gguf", "family": h.metadata["general.architecture"],
+            "parameter_size": gguf_header.ollama_parameter_size(h.parameters),
+            "quantization_level": gguf_header.quantization(h)}
+    got = {k: d[k] for k in want}
+    assert got == want, (name, got, want)
+    assert d["families"] == [want["family"]], d
+    assert tags[name]["size"] == os.stat(path).st_size, (tags[name]["size"], os.stat(path).st_size)
+    print("  /api/tags %s: %s, %d parameters" % (name, got, h.parameters))
+# The file name says the quantization too.
+assert tags[sys.argv[5]]["details"]["quantization_level"] == sys.argv[5].rsplit("-", 1)[1], tags[sys.argv[5]]
+PY
+[ "$(status "$U" "$A")" == unloaded ] || bad "/api/tags loaded $A"
 # Concurrently, on the first use: both models load while their requests wait, then answer.
 i=0
 for p in "${prompts[@]}"; do
@@ -128,6 +159,7 @@ for round in $rounds; do
   done
 done
 [ "$(status "$U" "$A")" == loaded ] && [ "$(status "$U" "$B")" == loaded ] || bad "both models should be loaded"
+curl -s "$U/v1/models" >"$SERVE_TMP/models_loaded.json"  # measured bytes, for the embedding-buffer limits below
 # No model named: the first listed.
 check_text "$U" "" A "${prompts[0]}" "no model named"
 # Ollama's tag on the name.
@@ -234,6 +266,116 @@ done
 [ $unloaded == 1 ] || bad "--idle-unload 1 did not unload $B"
 check_text "$U" "$B" B "${prompts[-1]}" "after the idle unload"
 stop_server "$I_PID"; [ "$STOP_RC" == 0 ] || bad "the --idle-unload server did not exit 0 ($STOP_RC)"
+
+# --- /api/show loads, /models/unload of a model with a stream in flight ----------------
+start_server F "$QKV" -m "$A_FILE" -m "$B_FILE" --slots 1 -c 2048 --kv-type f32 -t 2 || exit 1
+U="http://127.0.0.1:$F_PORT"
+code=$(post "$U" /api/show "{\"model\":\"$B\"}")
+[ "$code" == 200 ] && [ "$(json 'd["details"]["family"] + " " + d["details"]["quantization_level"]' <"$SERVE_TMP/body")" == "llama Q4_0" ] ||
+  bad "/api/show of the unloaded $B: $code $(cat "$SERVE_TMP/body")"
+[ "$(status "$U" "$B")" == loaded ] || bad "/api/show should have loaded $B"
+code=$(post "$U" /api/show '{"model":"nope"}')
+[ "$code" == 404 ] || bad "/api/show of an unknown model: $code"
+# A streamed completion of many tokens (EOS banned, each event with logprobs)
+# to a client that stops reading after the first event: the stream stays open,
+# and so the model is in flight.
+eos=$(python3 -c "import sys; sys.path.insert(0, '$(dirname "$0")'); import serve_models_gguf as g; print(g.read('$A_FILE').metadata['tokenizer.ggml.eos_token_id'])")
+python3 - "$F_PORT" "$A" "$eos" >"$SERVE_TMP/inflight.txt" 2>&1 <<'PY' || bad "unload in flight: $(cat "$SERVE_TMP/inflight.txt")"
+import json, socket, sys, time, urllib.error, urllib.request
+port, model, eos = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+
+def post(path, obj):
+    req = urllib.request.Request("http://127.0.0.1:%d%s" % (port, path), json.dumps(obj).encode(),
+                                 {"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=30) as r:
+            return r.status, json.load(r)
+    except urllib.error.HTTPError as e:
+        return e.code, json.load(e)
+
+body = json.dumps({"model": model, "prompt": "Once upon a time", "max_tokens": 1900, "temperature": 0,
+                   "stream": True, "logprobs": 5, "logit_bias": {eos: -100}}).encode()
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # a small window: the server's writes block
+s.connect(("127.0.0.1", port))
+s.settimeout(60)
+s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+          b"Content-Length: %d\r\n\r\n" % len(body) + body)
+got = b""
+while b"data: " not in got:
+    got += s.recv(1024)
+code, reply = post("/models/unload", {"model": model})
+msg = reply.get("error", {}).get("message", "")
+print("during the stream:", code, msg)
+assert code == 409 and "has requests in flight" in msg and model in msg, (code, reply)
+while b"data: [DONE]" not in got[-64:]:
+    chunk = s.recv(65536)
+    assert chunk, "the stream closed before [DONE]"
+    got += chunk
+events = got.count(b"data: {")
+s.close()
+for _ in range(100):  # the stream's end is recorded right after its last write
+    code, reply = post("/models/unload", {"model": model})
+    if code != 409:
+        break
+    time.sleep(0.05)
+print("after %d events:" % events, code, reply)
+assert code == 200 and reply == {"success": True}, (code, reply)
+assert events > 100, events  # (chunk headers may split a few "data: {")
+PY
+[ "$(status "$U" "$A")" == unloaded ] || bad "$A should be unloaded after its stream ended"
+stop_server "$F_PID"; [ "$STOP_RC" == 0 ] || bad "the in-flight server did not exit 0 ($STOP_RC)"
+
+# --- --memory-limit counts an embedding worker's buffers ------------------------------
+# The bytes /v1/models gave for the loaded models (same flags as these servers).
+read -r mem_a emb_a mem_b <<<"$(python3 -c "
+import json
+d = {m['id']: m for m in json.load(open('$SERVE_TMP/models_loaded.json'))['data']}
+print(d['$A']['memory_bytes'], d['$A']['embedding_buffer_bytes'], d['$B']['memory_bytes'])")"
+embed() { post "$1" /v1/embeddings "{\"model\":\"$2\",\"input\":\"a cat\"}"; }
+# A limit that holds A but not A and its buffers, nor B: the embedding request
+# and B's load are refused with the numbers, and A keeps serving.
+gap=$(( emb_a < mem_b - mem_a ? emb_a : mem_b - mem_a ))
+[ $gap -gt 1 ] || bad "the test's models: $B ($mem_b bytes) should be larger than $A ($mem_a)"
+limit=$((mem_a + gap / 2))
+start_server E "$QKV" -m "$A_FILE" -m "$B_FILE" "${FLAGS[@]}" --memory-limit "$limit" || exit 1
+U="http://127.0.0.1:$E_PORT"
+check_text "$U" "$A" A "${prompts[0]}" "under a limit below its embedding buffers"
+code=$(embed "$U" "$A")
+want="model '$A' cannot start its embedding worker: it needs $((mem_a + emb_a)) bytes (weights and KV cache $mem_a, embedding worker buffers $emb_a), over --memory-limit $limit"
+[ "$code" == 500 ] && [ "$(json 'd["error"]["message"]' <"$SERVE_TMP/body")" == "$want" ] ||
+  bad "embedding over the limit: $code $(cat "$SERVE_TMP/body"), wanted '$want'"
+code=$(post "$U" /v1/completions "{\"model\":\"$B\",\"prompt\":\"x\",\"max_tokens\":2}")
+# (B never loaded here: its bytes are the estimate from its file and header.)
+[ "$code" == 500 ] && python3 - "$SERVE_TMP/body" "$B" "$limit" <<'PY' || bad "a model over the limit: $code $(cat "$SERVE_TMP/body")"
+import json, re, sys
+msg = json.load(open(sys.argv[1]))["error"]["message"]
+m = re.fullmatch(r"model '(.*)' could not be loaded: it needs (\d+) bytes \(weights and KV cache (\d+)\), "
+                 r"over --memory-limit (\d+)", msg)
+assert m and m[1] == sys.argv[2] and m[2] == m[3] and int(m[4]) == int(sys.argv[3]) < int(m[2]), msg
+PY
+check_text "$U" "$A" A "${prompts[-1]}" "after its embedding worker and $B were refused"
+stop_server "$E_PID"; [ "$STOP_RC" == 0 ] || bad "the embedding-limit server did not exit 0 ($STOP_RC)"
+# A limit that holds A and B, and A with its buffers, but not all three: the
+# embedding request unloads B (least recently used) and is answered.
+limit=$((mem_a + mem_b + emb_a / 2))
+[ $((mem_a + emb_a)) -le $limit ] || bad "the test's models: A's buffers ($emb_a) are over twice B ($mem_b)"
+start_server L "$QKV" -m "$A_FILE" -m "$B_FILE" "${FLAGS[@]}" --memory-limit "$limit" || exit 1
+U="http://127.0.0.1:$L_PORT"
+check_text "$U" "$B" B "${prompts[0]}" "under a limit of two models"
+check_text "$U" "$A" A "${prompts[0]}" "under a limit of two models"
+[ "$(status "$U" "$B")" == loaded ] || bad "$A and $B fit --memory-limit $limit together"
+code=$(embed "$U" "$A")
+[ "$code" == 200 ] && [ "$(json 'len(d["data"][0]["embedding"])' <"$SERVE_TMP/body")" -gt 0 ] ||
+  bad "embedding after making room: $code $(cat "$SERVE_TMP/body")"
+[ "$(status "$U" "$B")" == unloaded ] || bad "$A's embedding buffers should have unloaded $B under --memory-limit $limit"
+grep -q "model $B unloaded (to fit --memory-limit)" "$SERVE_TMP/L.err" || bad "no unload of $B logged: $(cat "$SERVE_TMP/L.err")"
+got=$(curl -s "$U/v1/models" | json "[m['memory_bytes'] for m in d['data'] if m['id'] == '$A'][0]")
+[ "$got" == $((mem_a + emb_a)) ] || bad "$A counts $got bytes with its embedding worker, not $((mem_a + emb_a))"
+# B loads again only by unloading A (with its buffers), which no request holds.
+check_text "$U" "$B" B "${prompts[-1]}" "reloaded beside an embedding worker"
+[ "$(status "$U" "$A")" == unloaded ] || bad "reloading $B should unload $A and its embedding worker"
+stop_server "$L_PID"; [ "$STOP_RC" == 0 ] || bad "the embedding-LRU server did not exit 0 ($STOP_RC)"
 
 [ $fail == 0 ] && echo "serve_models: all checks passed"
 exit $fail

@@ -26,10 +26,17 @@ expect 2 "--reps takes a positive integer, not '0'" --reps 0
 expect 2 "unexpected argument 'somewhere'" somewhere
 expect 2 "--embed-batch takes a positive integer, not '0'" --embed --embed-batch 0
 expect 2 "--embed-lengths takes lengths such as 16,64, not '16,'" --embed --embed-lengths 16,
+expect 2 "--isa needs a value" --isa
 expect 0 "" --help
 out=$(QKV_BIN=/nonexistent/qkv bash "$script" --quick 2>&1)
 rc=$?
 if [ "$rc" != 1 ] || ! grep -qF "no qkv binary at /nonexistent/qkv" <<<"$out"; then
   echo "FAIL: a missing qkv binary gave status $rc and: $out"; fail=1
+fi
+# A level qkv does not know is refused with qkv's own list of levels.
+err=$(QKV_BIN="$qkv" bash "$script" --isa avx9 --out /nonexistent/speed 2>&1 >/dev/null)
+rc=$?
+if [ "$rc" != 2 ] || ! grep -qF "unknown ISA level 'avx9'" <<<"$err"; then
+  echo "FAIL: --isa avx9 gave status $rc and: $err"; fail=1
 fi
 exit $fail

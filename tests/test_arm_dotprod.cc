@@ -16,21 +16,15 @@
 #include "kernels/machine/arm_features.h"
 #include "kernels/quant/vec_dot.h"
 #include "kernels/quant/vec_dot_arm_dotprod.h"
+#include "tests/arm_kernel_fixture.h"
 #include "tests/quant_fixture.h"
 
 using namespace qkv;
 
 namespace {
 
-constexpr DType kSdotTypes[] = {DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::IQ4_NL, DType::Q4_K, DType::Q6_K};
-
-std::vector<float> random_activation(size_t cols, std::mt19937& g) {
-  std::vector<float> x(cols);
-  std::normal_distribution<float> nd(0.0f, 1.0f);
-  for (auto& v : x) v = nd(g);
-  x[cols / 3] = 6.0f;  // an outlier sets one block's scale
-  return x;
-}
+using testing::kArmInt8Types;
+using testing::random_activation;
 
 bool sdot_here() {
 #if defined(__aarch64__)
@@ -48,7 +42,7 @@ bool sdot_here() {
 }  // namespace
 
 TEST_CASE("arm_dotprod: the SDOT kernels exist exactly on aarch64, and run where the core has the dot product") {
-  for (DType t : kSdotTypes) {
+  for (DType t : kArmInt8Types) {
     const std::string type = dtype_name(t);
     CAPTURE(type);
 #if defined(__aarch64__)
@@ -59,8 +53,8 @@ TEST_CASE("arm_dotprod: the SDOT kernels exist exactly on aarch64, and run where
     CHECK_FALSE(arm_dotprod_takes(t));
 #endif
   }
-  // Types without an SDOT kernel keep the Highway/scalar kernels everywhere.
-  for (DType t : {DType::Q5_0, DType::Q5_1, DType::Q2_K, DType::Q3_K, DType::Q5_K, DType::IQ4_XS, DType::F32}) {
+  // The unquantized types have other kernels everywhere.
+  for (DType t : {DType::F32, DType::F16, DType::BF16}) {
     const std::string type = dtype_name(t);
     CAPTURE(type);
     CHECK_FALSE(arm_dotprod_kernel(t));
@@ -71,7 +65,7 @@ TEST_CASE("arm_dotprod: the SDOT kernels exist exactly on aarch64, and run where
 TEST_CASE("arm_dotprod: every SDOT kernel equals the scalar reference bit for bit") {
   if (!sdot_here()) return;
   std::mt19937 g(53);
-  for (DType t : kSdotTypes) {
+  for (DType t : kArmInt8Types) {
     const std::string type = dtype_name(t);
     CAPTURE(type);
     const size_t bv = dtype_block_values(t);
@@ -100,23 +94,14 @@ TEST_CASE("arm_dotprod: every SDOT kernel equals the scalar reference bit for bi
 
 TEST_CASE("arm_dotprod: extreme blocks (every quant byte 0xFF, activations +-127 after quantization) stay exact") {
   // The largest |int32| sums a block can make: 32 * 128 * 127 per 32 values,
-  // times Q4_K's 63 and Q6_K's 127 scales over 256 values, far inside int32.
+  // times the K-quants' scales (at most 128) over 256 values, far inside int32.
   if (!sdot_here()) return;
-  for (DType t : kSdotTypes) {
+  for (DType t : kArmInt8Types) {
     const std::string type = dtype_name(t);
     CAPTURE(type);
     const size_t cols = 2 * dtype_block_values(t);
     std::mt19937 g(7);
-    std::vector<uint8_t> w = testing::random_rows(t, 2, cols, g);
-    // Every byte but the f16 scales random_rows set becomes 0xFF: maximal
-    // nibbles and 6-bit scales, Q8_0 -1, Q6_K's high bits set, its scales -1.
-    const size_t bb = dtype_block_bytes(t);
-    for (size_t off = 0; off < w.size(); off += bb) {
-      for (size_t k = 0; k < bb; ++k) {
-        const bool f16_scale = t == DType::Q6_K ? k >= 208 : k < (t == DType::Q4_K || t == DType::Q4_1 ? 4u : 2u);
-        if (!f16_scale) w[off + k] = 0xFF;
-      }
-    }
+    const std::vector<uint8_t> w = testing::extreme_rows(t, 2, cols, g);
     std::vector<float> x(cols);
     for (size_t k = 0; k < cols; ++k) x[k] = (k % 5 == 0) ? -1.0f : 1.0f;
     std::vector<uint8_t> xa(act_bytes(t, cols));

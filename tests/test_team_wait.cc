@@ -18,6 +18,7 @@
 
 #include "kernels/error.h"
 #include "kernels/threads/cores.h"
+#include "kernels/threads/placement.h"
 #include "kernels/threads/team.h"
 #include "kernels/threads/wait.h"
 
@@ -193,5 +194,8 @@ TEST_CASE("threads: the default is one per physical core, within the CPUs this p
   CHECK(cores >= 1);
   CHECK(cores <= omp_get_num_procs());
   CHECK(threads_or_default(0) == cores);
-  CHECK(threads_or_default(3) == 3);
+  CHECK(threads_or_default(1) == 1);
+  // A count beyond the usable CPUs runs on as many as there are.
+  CHECK(threads_or_default(usable_cpus()) == usable_cpus());
+  CHECK(threads_or_default(usable_cpus() + 3) == usable_cpus());
 }

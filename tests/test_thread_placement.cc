@@ -116,6 +116,11 @@ TEST_CASE("a placement pins each team member, and clearing it unpins them") {
   set_placement(one);
   CHECK(my_cpus() == one.cpus);  // the thread that set it, and so every thread made after it
   for (const std::vector<int>& cpus : team_affinities(2)) CHECK(cpus == one.cpus);
+  // A thread count beyond the placement's CPUs runs on as many as it has.
+  CHECK(usable_cpus() == 1);
+  CHECK(threads_or_default(8) == 1);
+  CHECK(threads_or_default(1) == 1);
+  CHECK(threads_or_default(0) == physical_cores());
 
   if (all.size() >= 2) {
     // Two CPUs: each member may use both; strict: a CPU each, in order.
@@ -142,6 +147,8 @@ TEST_CASE("a placement pins each team member, and clearing it unpins them") {
   clear_placement();
   CHECK(!placement_active());
   CHECK(my_cpus() == all);
+  CHECK(threads_or_default(static_cast<int>(all.size())) == static_cast<int>(all.size()));
+  CHECK(threads_or_default(static_cast<int>(all.size()) + 6) == static_cast<int>(all.size()));
   for (const std::vector<int>& cpus : team_affinities(2)) CHECK(cpus == all);
 }
 

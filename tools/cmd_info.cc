@@ -15,6 +15,7 @@
 #include "kernels/machine/cpu_features.h"
 #include "kernels/machine/isa_cap.h"
 #include "kernels/quant/vec_dot_arm_dotprod.h"
+#include "kernels/quant/vec_dot_avxvnni.h"
 #include "kernels/simd_target.h"
 #include "kernels/threads/cores.h"
 #include "kernels/threads/wait.h"
@@ -49,6 +50,9 @@ int print_cpu(const char* isa) {
                 yes_no(h.avx2), yes_no(h.avx_vnni), yes_no(h.avx512), yes_no(h.avx512_vnni), yes_no(h.avx512_bf16),
                 yes_no(h.amx_bf16), yes_no(h.amx_int8));
   }
+#if defined(__x86_64__)
+  std::printf("AVX-VNNI block kernels: %s\n", avxvnni_status());
+#endif
 #if defined(__aarch64__)
   // The x86 line above has nothing to say here; this is what the ARM core runs.
   std::printf("arm: %s\n", describe_arm_features(arm_features()).c_str());

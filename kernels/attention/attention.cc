@@ -39,6 +39,7 @@
 // reference.cc (the fp64 reference). The -inl headers are compiled once per
 // SIMD target as part of this translation unit.
 
+#include "kernels/sve_excluded.h"  // first: it decides Highway's targets here
 #include <omp.h>
 
 #include <algorithm>

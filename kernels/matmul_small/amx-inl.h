@@ -11,11 +11,9 @@
 #define QKV_KERNELS_MATMUL_SMALL_AMX_INL_H_
 #endif
 
-#include <sys/syscall.h>
-#include <unistd.h>
-
 #include "hwy/highway.h"
 #include "kernels/error.h"
+#include "kernels/machine/amx_tiles.h"
 #include "kernels/machine/cpu_features.h"
 #include "kernels/transpose16x16.h"
 #include "kernels/matmul_small/bf16_decode-inl.h"
@@ -55,14 +53,11 @@ static_assert(kMatmulSmallMaxM <= 16, "a B tile holds 16 inputs");
 
 // The tile registers: C in 0..3, A in 4, B in 5, all 16 rows of 64 bytes
 // (palette 1).
-struct alignas(64) TileConfigAMX {
-  uint8_t palette = 1;
-  uint8_t start_row = 0;
-  uint8_t reserved[14] = {};
-  uint16_t colsb[16] = {64, 64, 64, 64, 64, 64};
-  uint8_t rows[16] = {16, 16, 16, 16, 16, 16};
+struct TileConfigAMX : AmxTileConfig {
+  TileConfigAMX() {
+    for (int t = 0; t < 6; ++t) set(t, 16, 64);
+  }
 };
-static_assert(sizeof(TileConfigAMX) == 64, "the LDTILECFG memory layout");
 
 using avx512::Transpose16x16;
 
@@ -231,8 +226,7 @@ QKV_AMX_TARGET void MatmulSmallAMX(const Matrix* Ws, float* const* Ys, int count
 // asked once for the process.
 bool HasAMXPath() {
   if (!cpu_features().amx_bf16 || !cpu_features().avx512_bf16) return false;
-  constexpr long kReqXcompPerm = 0x1023, kXtileData = 18;
-  return syscall(SYS_arch_prctl, kReqXcompPerm, kXtileData) == 0;
+  return request_amx_tile_permission() == 0;
 }
 #else
 void MatmulSmallAMX(const Matrix*, float* const*, int, const float*, int64_t, detail::BlockQueue*, int64_t) {

@@ -12,6 +12,7 @@
 // queue ranges split into segments), common-inl.h (per-target types, tile
 // shape, prefetch request), f32-inl.h, bf16_decode-inl.h, bf16-inl.h, amx-inl.h,
 // and this file: the entry points, which hand the row blocks to the threads.
+#include "kernels/sve_excluded.h"  // first: it decides Highway's targets here
 #include <omp.h>
 #include <sys/syscall.h>
 #include <unistd.h>

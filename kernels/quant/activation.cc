@@ -12,6 +12,7 @@
 // decode step quantizes most of its inputs ahead, in the passes that write
 // them (QuantizedInputs, kernels/linear.h): where the block GEMM quantizes
 // its inputs itself, every team thread quantizes every input.
+#include "kernels/sve_excluded.h"  // first: it decides Highway's targets here
 #include "kernels/quant/activation.h"
 
 #include <cmath>

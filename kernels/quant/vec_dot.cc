@@ -10,7 +10,10 @@
 #include "kernels/error.h"
 #include "kernels/quant/activation.h"
 #include "kernels/quant/row_groups.h"
+#include "kernels/quant/gemm_amx.h"
+#include "kernels/quant/gemm_arm_i8mm.h"
 #include "kernels/quant/vec_dot_arm_dotprod.h"
+#include "kernels/quant/vec_dot_avxvnni.h"
 #include "kernels/transpose16x16.h"
 #include "hwy/aligned_allocator.h"
 #include "hwy/cache_control.h"
@@ -547,6 +550,7 @@ void quant_dot_rows(DType t, const void* rows, size_t cols, const void* xa, floa
   QKV_CHECK(dtype_is_quantized(t) && dtype_row_ok(t, cols), "quant_dot_rows: ", cols, " columns of ",
             dtype_name(t));
   if (arm_dotprod_takes(t) && arm_dotprod_dot_rows(t, rows, cols, xa, y, n_rows)) return;
+  if (avxvnni_takes(t) && avxvnni_dot_rows(t, rows, cols, xa, y, n_rows)) return;
   HWY_DYNAMIC_DISPATCH(DotRows)(t, rows, cols, xa, y, n_rows, true);
 }
 
@@ -570,9 +574,15 @@ void row_group_dot_scalar(DType t, const void* groups, size_t cols, const void* 
 
 bool quant_gemm_available(DType t) { return HWY_DYNAMIC_DISPATCH(HasGemm)(t); }
 
-bool quant_gemm_rows_available(DType t) { return HWY_DYNAMIC_DISPATCH(HasRowsGemm)(t); }
+bool quant_gemm_rows_available(DType t) { return avxvnni_takes(t) || HWY_DYNAMIC_DISPATCH(HasRowsGemm)(t); }
 
-const char* quant_gemm_name() { return HWY_DYNAMIC_DISPATCH(GemmName)(); }
+const char* quant_gemm_name() {
+  // block_gemm's batches of kQuantGemmAmxMinInputs and more, the VNNI kernels below.
+  static_assert(kQuantGemmAmxMinInputs == 16, "the AMX name's figure");
+  if (quant_gemm_amx_usable()) return "AMX int8 tiles from 16 inputs, AVX-512 VNNI integer block GEMM below";
+  if (avxvnni_takes(DType::Q4_0)) return "AVX-VNNI integer block GEMM";  // kernels/quant/vec_dot_avxvnni.h
+  return arm_i8mm_takes(DType::Q4_0) ? kArmI8mmGemmName : HWY_DYNAMIC_DISPATCH(GemmName)();
+}
 
 namespace {
 bool g_packed_allowed = true;
@@ -634,6 +644,8 @@ void quant_gemm(DType t, const void* rows, size_t cols, const void* xa, size_t M
   const bool lanes = !row_groups && tables != nullptr && quant_gemm_lanes(t, batch);
   QKV_CHECK(!lanes || M == batch, "quant_gemm: ", M, " of a batch of ", batch,
             " inputs in the inputs-in-lanes layout (a call takes it whole)");
+  if (tables == nullptr && !row_groups && arm_i8mm_takes(t) && arm_i8mm_gemm(t, rows, cols, xa, M, y, ldy, n_rows)) return;
+  if (tables == nullptr && !row_groups && avxvnni_takes(t) && avxvnni_gemm(t, rows, cols, xa, M, y, ldy, n_rows)) return;
   QKV_CHECK(HWY_DYNAMIC_DISPATCH(Gemm)(t, rows, cols, xa, M, y, ldy, n_rows, tables, lanes, row_groups),
             "quant_gemm: no kernel for ", dtype_name(t), row_groups ? " row groups" : "",
             " on this CPU (check quant_gemm_available)");

@@ -27,6 +27,7 @@ void quantize_activation(DType t, const float* x, size_t n, void* out);
 // y[i] = dot(row i, xa) for n_rows rows of `cols` values of type t at rows
 // (row stride dtype_row_bytes(t, cols)); xa from quantize_activation(t, ...).
 // AVX-512 VNNI kernels where the CPU has them (kernels/quant/vec_dot_vnni-inl.h),
+// the AVX-VNNI ones on AVX2 CPUs with it (kernels/quant/vec_dot_avxvnni.h),
 // 256-bit vpmaddubsw kernels on AVX2 / AVX-512 without VNNI
 // (kernels/quant/vec_dot_hwy-inl.h), the Armv8 SDOT kernels on aarch64 cores
 // with the dot product (kernels/quant/vec_dot_arm_dotprod.h), else the scalar
@@ -71,11 +72,14 @@ bool quant_gemm_available(DType t);
 // Whether quant_gemm without tables (the tile kernel, on rows) runs t here:
 // where quant_gemm_available, and on CPUs with AVX2 but no AVX-512 VNNI the
 // 256-bit GEMM (kernels/quant/gemm_hwy-inl.h: every output equal to
-// quant_dot_rows' bit for bit, as the VNNI tile kernel's). Those CPUs have no
+// quant_dot_rows' bit for bit, as the VNNI tile kernel's; with AVX-VNNI its
+// vpdpbusd tiles, kernels/quant/vec_dot_avxvnni.h). Those CPUs have no
 // packed kernel (quant_gemm_packed is false) and no row groups.
 bool quant_gemm_rows_available(DType t);
 // The name of the GEMM quant_gemm runs here ("AVX-512 VNNI integer block
-// GEMM", "AVX2 integer block GEMM"; "none").
+// GEMM", "AVX-VNNI integer block GEMM", "AVX2 integer block GEMM"; "none"),
+// or, where block_gemm takes the AMX kernel (kernels/quant/gemm_amx.h), "AMX
+// int8 tiles from 16 inputs, ...".
 const char* quant_gemm_name();
 void quant_gemm(DType t, const void* rows, size_t cols, const void* xa, size_t M, float* y, size_t ldy,
                 size_t n_rows, const float* tables = nullptr, size_t batch = 0, bool row_groups = false);

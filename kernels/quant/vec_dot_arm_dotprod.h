@@ -7,7 +7,8 @@
 // pairwise sum follow it operation by operation: every output equals
 // quant_dot_rows_scalar's bit for bit.
 //
-// The kernels live in vec_dot_arm_dotprod.cc, built with +dotprod on aarch64
+// The kernels live in vec_dot_arm_dotprod.cc (the weights' NEON decoders in
+// arm_neon_blocks.h, shared with the i8mm GEMM), built with +dotprod on aarch64
 // only (Highway 1.0.3 has no int8 dot-product op); the selection here reads
 // the CPU's AT_HWCAP (kernels/machine/arm_features.h) so a core without the
 // instruction (Cortex-A53) never reaches them and keeps the scalar kernels.
@@ -20,8 +21,8 @@
 namespace qkv {
 
 // Whether quant_dot_rows takes the SDOT kernel for t here: an aarch64 build,
-// a CPU with the dot product, no ISA cap at "scalar", and t one of Q4_0,
-// Q4_1, Q8_0, IQ4_NL, Q4_K, Q6_K.
+// a CPU with the dot product, no ISA cap at "scalar", and t a block type
+// (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS).
 bool arm_dotprod_takes(DType t);
 
 // y[r] = dot(row r, xa) for n_rows rows (quant_dot_rows' contract, arguments

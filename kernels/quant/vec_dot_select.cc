@@ -1,9 +1,12 @@
-// Which kernel quant_dot_rows takes for a block type on this CPU beyond the
-// Highway dispatch: the Armv8 SDOT kernels (kernels/quant/vec_dot_arm_dotprod.h)
-// where the core has the dot product, read from AT_HWCAP, since Highway
-// 1.0.3's NEON target does not use it.
+// Which kernel quant_dot_rows and quant_gemm take for a block type on this
+// CPU beyond the Highway dispatch: the Armv8 SDOT kernels
+// (kernels/quant/vec_dot_arm_dotprod.h) where the core has the dot product,
+// read from AT_HWCAP, and the i8mm GEMM (kernels/quant/gemm_arm_i8mm.h) where
+// it has the int8 matrix multiply, read from AT_HWCAP2, since Highway 1.0.3's
+// NEON and SVE targets use neither.
 #include "kernels/machine/arm_features.h"
 #include "kernels/machine/isa_cap.h"
+#include "kernels/quant/gemm_arm_i8mm.h"
 #include "kernels/quant/vec_dot.h"
 #include "kernels/quant/vec_dot_arm_dotprod.h"
 
@@ -12,6 +15,12 @@ namespace qkv {
 bool arm_dotprod_takes(DType t) {
   if (!arm_dotprod_kernel(t) || !arm_features().dotprod) return false;
   // A cap at "scalar" (QKV_ISA / --isa) runs the scalar kernels on ARM as on x86.
+  const std::optional<IsaLevel> cap = isa_cap();
+  return !(cap.has_value() && *cap == IsaLevel::kScalar);
+}
+
+bool arm_i8mm_takes(DType t) {
+  if (!arm_i8mm_kernel(t) || !arm_features().i8mm) return false;
   const std::optional<IsaLevel> cap = isa_cap();
   return !(cap.has_value() && *cap == IsaLevel::kScalar);
 }

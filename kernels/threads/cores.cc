@@ -2,10 +2,14 @@
 
 #include <omp.h>
 
+#include <atomic>
+#include <cstdio>
 #include <fstream>
 #include <set>
 #include <string>
 #include <utility>
+
+#include "kernels/threads/placement.h"
 
 #if defined(__linux__)
 #include <sched.h>
@@ -48,10 +52,22 @@ int physical_cores() {
   return n;
 }
 
+int threads_or_default(int requested) {
+  if (requested <= 0) return physical_cores();
+  const int usable = usable_cpus();
+  if (requested <= usable) return requested;
+  static std::atomic<bool> noted{false};
+  if (!noted.exchange(true)) {
+    std::fprintf(stderr, "qkv: %d threads asked for, %d CPU%s usable: running %d (threads beyond the CPUs only wait)\n",
+                 requested, usable, usable == 1 ? "" : "s", usable);
+  }
+  return usable;
+}
+
 OmpThreadsScope::OmpThreadsScope(int threads) {
   if (threads <= 0) return;
   saved_ = omp_get_max_threads();
-  omp_set_num_threads(threads);
+  omp_set_num_threads(threads_or_default(threads));
 }
 
 OmpThreadsScope::~OmpThreadsScope() {

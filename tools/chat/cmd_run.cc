@@ -6,6 +6,7 @@
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -25,7 +26,9 @@ const char* kRunUsage =
     "  -m, --model PATH      GGUF file or llama2.c checkpoint\n"
     "  -z, --tokenizer PATH  llama2.c tokenizer.bin (needed for llama2.c checkpoints)\n"
     "  -p, -i, --prompt TEXT prompt (default: empty, BOS only)\n"
+    "  -f, --file FILE       the prompt is FILE's text (one trailing newline dropped, as llama.cpp)\n"
     "  -n, --n-predict N     new tokens to generate, like llama.cpp (default: until EOS or full context)\n"
+    "  --ignore-eos          never end at an end-of-generation token or BOS (each gets the logit bias -inf)\n"
     "  --steps N             total positions incl. BOS and prompt, like llama2.c's -n\n"
     "  -r, --reverse-prompt S stop before the text S (repeatable; S is never printed)\n"
     "  --no-bos              do not prepend BOS (by default as the vocabulary's add_bos_token says)\n"
@@ -93,7 +96,7 @@ int cmd_run(int argc, char** argv) {
   copts.threads_batch = threads_batch_flag();
   qkv_generate_options gopts;
   qkv_generate_options_init(&gopts);
-  bool seed_given = false, quiet = false, chat = false, display_prompt = true;
+  bool seed_given = false, quiet = false, chat = false, display_prompt = true, ignore_eos = false;
   std::vector<std::string> stops;
   LogitBias bias;
   int grammar_kind = -1;  // a qkv_grammar_kind
@@ -111,6 +114,11 @@ int cmd_run(int argc, char** argv) {
       tokenizer_path = flag_value(argc, argv, i);
     } else if (a == "-p" || a == "-i" || a == "--prompt") {
       prompt = flag_value(argc, argv, i);
+    } else if (a == "-f" || a == "--file") {
+      prompt = read_file(flag_value(argc, argv, i));
+      if (!prompt.empty() && prompt.back() == '\n') prompt.pop_back();
+    } else if (a == "--ignore-eos") {
+      ignore_eos = true;
     } else if (a == "-n" || a == "--n-predict") {
       gopts.n_predict = parse_int(a.c_str(), flag_value(argc, argv, i), -1, INT64_C(1) << 40);
     } else if (a == "--steps") {
@@ -217,6 +225,15 @@ int cmd_run(int argc, char** argv) {
   std::vector<std::string> chat_stops;
   qkv_grammar* grammar = nullptr;
   try {
+    if (ignore_eos) {
+      qkv_model_info info;
+      qkv_model_get_info(model, &info);
+      for (int32_t t = 0; t < info.vocab_size; ++t) {
+        if (!qkv_is_eog(model, t) && t != info.bos_id) continue;  // generation also ends at BOS (llama2.c)
+        bias.tokens.push_back(t);
+        bias.biases.push_back(-std::numeric_limits<float>::infinity());
+      }
+    }
     apply_logit_bias(session, bias);
     if (grammar_kind >= 0) {
       check(qkv_grammar_create(model, static_cast<qkv_grammar_kind>(grammar_kind), grammar_source.c_str(), &grammar),

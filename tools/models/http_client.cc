@@ -2,6 +2,7 @@
 
 #include <curl/curl.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <openssl/evp.h>
 #include <sys/file.h>
 #include <sys/stat.h>
@@ -219,6 +220,9 @@ size_t on_file_body(char* data, size_t size, size_t n, void* user) {
     if (w < 0) {
       if (errno == EINTR) continue;
       t->write_errno = errno;
+      // What did reach the file stays there for the resume (which hashes the file again).
+      t->sha.add(data, done);
+      t->have += done;
       return 0;
     }
     done += static_cast<size_t>(w);
@@ -347,7 +351,14 @@ void download_verified(const DownloadTarget& target) {
     curl_easy_setopt(t.curl, CURLOPT_XFERINFODATA, &t);
     const std::string range = std::to_string(t.have) + "-";
     if (t.have > 0) curl_easy_setopt(t.curl, CURLOPT_RANGE, range.c_str());
+    // Past RLIMIT_FSIZE a write fails with EFBIG only while SIGXFSZ is
+    // ignored; its default action ends the process, partial file unexplained.
+    struct sigaction ignore {}, previous {};
+    ignore.sa_handler = SIG_IGN;
+    sigemptyset(&ignore.sa_mask);
+    const bool swapped = sigaction(SIGXFSZ, &ignore, &previous) == 0;
     const CURLcode rc = curl_easy_perform(t.curl);
+    if (swapped) sigaction(SIGXFSZ, &previous, nullptr);
     if (t.progress) {
       t.last_draw = {};  // the final state, past the redraw throttle
       on_progress(&t, 0, 0, 0, 0);
@@ -357,8 +368,16 @@ void download_verified(const DownloadTarget& target) {
     curl_easy_getinfo(t.curl, CURLINFO_RESPONSE_CODE, &status);
     if (t.write_errno != 0) {
       const int e = t.write_errno;
-      fail(e == ENOSPC ? "the disk is full" : std::strerror(e), " while writing ", target.partial_path, " (", mib(t.have),
-           " of ", mib(target.size), " kept; free some space and run the command again to resume)");
+      // ENOSPC: the file system is full; EFBIG: the file reached the process's
+      // file size limit (RLIMIT_FSIZE, `ulimit -f`). Either way the bytes
+      // written so far stay for the resume.
+      const char* what = e == ENOSPC  ? "the disk is full"
+                         : e == EFBIG ? "the file size limit (ulimit -f) was reached"
+                         : e == EDQUOT ? "the disk quota is exceeded"
+                                       : std::strerror(e);
+      const char* remedy = e == EFBIG ? "raise the limit" : "free some space";
+      fail(what, " while writing ", target.partial_path, " (", mib(t.have), " of ", mib(target.size), " kept; ", remedy,
+           " and run the command again to resume)");
     }
     if (!t.refusal.empty()) {
       fail("downloading ", target.label, " from ", target.url, ": ", t.refusal);

@@ -40,7 +40,9 @@ struct DownloadTarget {
 // when the server honours Range), then checks size and sha256. Throws
 // qkv::Error on failure: a dropped connection keeps the partial file (the
 // message says to run the command again to resume); a wrong sha256 deletes it
-// (the message says so); a full disk and HTTP errors are named. On success the
+// (the message says so); a full disk (ENOSPC), the file size limit (EFBIG,
+// RLIMIT_FSIZE) and HTTP errors are named, the partial file kept for the
+// resume after a failed write. On success the
 // partial file holds exactly the expected bytes.
 void download_verified(const DownloadTarget& target);
 

@@ -95,7 +95,9 @@ std::vector<std::string> ollama_param_flags(const std::string& params_json, cons
 
 }  // namespace
 
-std::string resolve_model_argument(const std::string& value) {
+std::string resolve_model_argument(const std::string& value) { return resolve_model_reference(value).path; }
+
+ResolvedModel resolve_model_reference(const std::string& value) {
   std::string rest;
   if (strip_prefix(value, "hf://", &rest) || strip_prefix(value, "hf:", &rest)) {
     const std::vector<std::string> paths = pull_model(parse_hub_ref(rest), HubSettings::from_environment());
@@ -103,11 +105,14 @@ std::string resolve_model_argument(const std::string& value) {
       fail(rest, " is a model split into ", paths.size(), " files, which qkv pulled (", paths.front(),
            " ...) but loads only as one file: join them with llama.cpp's 'llama-gguf-split --merge' and pass -m FILE");
     }
-    return paths.front();
+    return {paths.front(), ""};
   }
   const std::string ollama = ollama_name(value);
-  if (!ollama.empty()) return find_ollama_model(ollama).model_blob;
-  return value;
+  if (!ollama.empty()) {
+    const OllamaModel m = find_ollama_model(ollama);
+    return {m.model_blob, m.name};
+  }
+  return {value, ""};
 }
 
 char** apply_model_flags(int* argc, char** argv) {

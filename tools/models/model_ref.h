@@ -13,6 +13,15 @@ namespace qkv::tools::models {
 // pulled), anything else returned as given. Throws qkv::Error on failure.
 std::string resolve_model_argument(const std::string& value);
 
+// A -m value resolved: the file, and the name the model goes by where the
+// reference gives one (an Ollama model's NAME:TAG, as `ollama list` shows it;
+// "" for a path or a hub file, which go by their file name).
+struct ResolvedModel {
+  std::string path;
+  std::string name;
+};
+ResolvedModel resolve_model_reference(const std::string& value);
+
 // Rewrites a model-loading command's arguments before it parses them:
 // -hf/-hfr/--hf-repo and -hff/--hf-file become one "-m hf:..." (and
 // --hf-token T sets HF_TOKEN); for run and chat, the sampling parameters of

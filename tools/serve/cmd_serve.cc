@@ -118,14 +118,18 @@ std::vector<std::string> gguf_files_in(const std::string& dir) {
 int cmd_serve(int argc, char** argv) {
   serve::ServeOptions o;
   std::vector<std::string> model_paths;
+  std::vector<std::string> model_names;  // per -m: the name its reference gives (ollama:NAME:TAG), else ""
   std::string models_dir;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "-h" || a == "--help") {
       std::fputs(kServeUsage, stdout);
+      std::fputs(serve::kSpeculativeUsage, stdout);
       return 0;
     } else if (a == "-m" || a == "--model") {
-      model_paths.push_back(models::resolve_model_argument(flag_value(argc, argv, i)));
+      const models::ResolvedModel resolved = models::resolve_model_reference(flag_value(argc, argv, i));
+      model_paths.push_back(resolved.path);
+      model_names.push_back(resolved.name);
     } else if (a == "--models-dir") {
       models_dir = flag_value(argc, argv, i);
       if (models_dir.empty()) fail("flag --models-dir needs a directory");
@@ -179,6 +183,7 @@ int cmd_serve(int argc, char** argv) {
       if (!serve::pooling_from_name(name, &o.pooling)) {
         fail("flag --pooling takes none, mean, cls, last or rank, not '", name, "'");
       }
+    } else if (serve::parse_speculative_flag(argc, argv, i, o.speculative)) {
     } else if (a == "--alias") {
       o.model_id = flag_value(argc, argv, i);
     } else {
@@ -196,11 +201,15 @@ int cmd_serve(int argc, char** argv) {
     std::fprintf(stderr, "qkv serve: -m MODEL (or --models-dir DIR) is required\n\n%s", kServeUsage);
     return 2;
   }
+  serve::check_speculative_flags(o.speculative);
   const bool single = model_paths.size() == 1 && models_dir.empty();
   if (!single && !o.model_id.empty()) fail("--alias names the model of a single -m; several models are named by file");
   if (!single && !o.tokenizer_path.empty()) fail("-z TOKENIZER goes with a single -m (a llama2.c checkpoint)");
-  for (const std::string& path : model_paths) {
-    const std::string name = single ? (o.model_id.empty() ? base_name(path) : o.model_id) : model_name(path);
+  model_names.resize(model_paths.size());  // --models-dir's files go by their file names
+  for (size_t k = 0; k < model_paths.size(); ++k) {
+    const std::string& path = model_paths[k];
+    const std::string default_name = !model_names[k].empty() ? model_names[k] : single ? base_name(path) : model_name(path);
+    const std::string name = single && !o.model_id.empty() ? o.model_id : default_name;
     for (const auto& m : models) {
       if (m.first == name) fail("two models are named '", name, "' ('", m.second, "' and '", path, "')");
     }

@@ -15,6 +15,24 @@ using nlohmann::json;
 
 namespace {
 
+// Speculative decoding's counts, when the job's slot drafted: usage gains
+// draft_tokens and draft_accepted_tokens, and the response a llama-server
+// style "timings" with draft_n and draft_n_accepted.
+void add_draft_counts(const Job& job, json& usage) {
+  if (!job.speculated) return;
+  usage["draft_tokens"] = job.draft_tokens;
+  usage["draft_accepted_tokens"] = job.draft_accepted;
+}
+
+void add_timings(const Job& job, json& response) {
+  if (!job.speculated) return;
+  response["timings"] = {{"prompt_n", job.prompt_tokens - job.cached_tokens},
+                         {"cache_n", job.cached_tokens},
+                         {"predicted_n", job.completion_tokens},
+                         {"draft_n", job.draft_tokens},
+                         {"draft_n_accepted", job.draft_accepted}};
+}
+
 void stream(ServedModel& st, const std::shared_ptr<Job>& job, const ResponseMeta& meta, const GenRequest& r,
             const std::string& echo, const ChatSetup& chat, httplib::Response& res) {
   struct State {
@@ -92,10 +110,14 @@ void stream(ServedModel& st, const std::shared_ptr<Job>& job, const ResponseMeta
           } else {
             c = chunk(meta, last, lp, reason);
           }
-          if (!write(sse_event(c))) return false;
-          if (r.include_usage && !write(sse_event(usage_chunk(meta, usage_json(prompt, cached, completion))))) {
-            return false;
+          json usage = usage_json(prompt, cached, completion);
+          {
+            std::lock_guard<std::mutex> lock(job->mu);
+            add_timings(*job, c);
+            add_draft_counts(*job, usage);
           }
+          if (!write(sse_event(c))) return false;
+          if (r.include_usage && !write(sse_event(usage_chunk(meta, usage)))) return false;
         }
         write(sse_done());
         s->finished = true;
@@ -113,13 +135,14 @@ void handle_generate(ServedModel& st, bool chat, const httplib::Request& req, ht
     const json body = parse_body(req.body, st.options.max_json_depth);
     GenRequest r = chat ? parse_chat(body, st.limits) : parse_completion(body, st.limits);
     keep_declared_order(req.body, r);
-    if (!r.model.empty() && r.model != st.options.model_id) {
+    if (!r.model.empty() && !names_model(r.model, st.options.model_id)) {
       throw ApiError(404, "The model '" + r.model + "' does not exist (this server has '" + st.options.model_id + "')",
                      "invalid_request_error", "model", "model_not_found");
     }
     std::string prompt_text;
     ChatSetup chat_setup;
     std::shared_ptr<Job> job = make_job(st, r, prompt_text, chat_setup);
+    job->speculative = r.speculative;
     const std::string echo = r.echo ? prompt_text : "";
     const ResponseMeta meta = new_meta(chat, st.options.model_id);
     submit(st, job, res);
@@ -140,15 +163,19 @@ void handle_generate(ServedModel& st, bool chat, const httplib::Request& req, ht
     const ApiError err = job_error(*job);
     if (err.status != 0) throw err;
     const json lp = r.logprobs ? logprobs_json(chat, tokens, static_cast<int64_t>(echo.size())) : json(nullptr);
-    const json usage = usage_json(job->prompt_tokens, job->cached_tokens, job->completion_tokens);
+    json usage = usage_json(job->prompt_tokens, job->cached_tokens, job->completion_tokens);
+    add_draft_counts(*job, usage);
+    json response;
     if (chat) {
       ChatOutput out(chat_setup.family, r, chat_setup.starts_in_reasoning);
       out.feed(text);
       out.finish(job->finish_reason);
-      res.set_content(dump(chat_response(meta, out.message(), lp, out.finish_reason(), usage)), "application/json");
+      response = chat_response(meta, out.message(), lp, out.finish_reason(), usage);
     } else {
-      res.set_content(dump(full_response(meta, text, lp, job->finish_reason, usage)), "application/json");
+      response = full_response(meta, text, lp, job->finish_reason, usage);
     }
+    add_timings(*job, response);
+    res.set_content(dump(response), "application/json");
     st.metrics.request_done(endpoint, 200);
   } catch (const ApiError& e) {
     send_error(res, e.status, e.what(), e.type, e.param, e.code);

@@ -23,7 +23,7 @@ using nlohmann::json;
 namespace {
 
 void check_model(const ServedModel& st, const std::string& model) {
-  if (!model.empty() && model != st.options.model_id) {
+  if (!model.empty() && !names_model(model, st.options.model_id)) {
     throw ApiError(404, "The model '" + model + "' does not exist (this server has '" + st.options.model_id + "')",
                    "invalid_request_error", "model", "model_not_found");
   }

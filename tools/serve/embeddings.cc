@@ -280,6 +280,11 @@ qkv_embed_options embed_options(const ServedModel& st, qkv_pooling pooling, bool
 }
 
 EmbedWorker& embed_worker(ServedModel& st) {
+  if (!st.embedder_counted.load() && st.before_embedder) {
+    // Room for the worker's buffers under --memory-limit, before they exist
+    // (outside embed_mu: the registry's lock comes first).
+    st.before_embedder(st);
+  }
   std::lock_guard<std::mutex> lock(st.embed_mu);
   if (st.stopping) {
     throw ApiError(503, "the server is shutting down and takes no new requests", "server_error", "", "shutting_down");

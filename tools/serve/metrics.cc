@@ -72,6 +72,13 @@ void Metrics::step_tokens(int64_t n) {
   }
 }
 
+void Metrics::verified(int64_t drafted, int64_t accepted) {
+  std::lock_guard<std::mutex> lock(mu_);
+  drafted_ += static_cast<uint64_t>(drafted);
+  accepted_ += static_cast<uint64_t>(accepted);
+  ++verify_passes_;
+}
+
 void Metrics::embedded(int64_t requests, int64_t inputs, int64_t tokens) {
   std::lock_guard<std::mutex> lock(mu_);
   ++embed_calls_;
@@ -111,6 +118,10 @@ std::string Metrics::render(const std::vector<Part>& parts) {
   counter("qkv_prompt_tokens_total", "prompt tokens of finished requests", &Metrics::prompt_);
   counter("qkv_prompt_tokens_cached_total", "prompt tokens reused from a slot's cache", &Metrics::cached_);
   counter("qkv_generated_tokens_total", "tokens generated", &Metrics::generated_);
+  counter("qkv_draft_tokens_total", "tokens drafted for speculative decoding and verified", &Metrics::drafted_);
+  counter("qkv_draft_accepted_total", "drafted tokens the model accepted", &Metrics::accepted_);
+  counter("qkv_verify_passes_total", "speculative decoding's verify passes (each over every speculating slot)",
+          &Metrics::verify_passes_);
   counter("qkv_embedding_requests_total", "embedding and rerank requests computed", &Metrics::embed_requests_);
   counter("qkv_embedding_inputs_total", "inputs embedded (texts, token lists, rerank pairs)", &Metrics::embed_inputs_);
   counter("qkv_embedding_tokens_total", "tokens of the embedded inputs", &Metrics::embed_tokens_);

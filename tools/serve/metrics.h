@@ -37,6 +37,8 @@ class Metrics {
   void first_token(double seconds);
   void inter_token(double seconds);
   void step_tokens(int64_t n);  // tokens generated in one scheduler step (tokens/s over the last 10 s)
+  // Speculative decoding: one batched verify pass's drafted and accepted tokens (over its slots).
+  void verified(int64_t drafted, int64_t accepted);
   // One qkv_embed call of the embedding worker: the requests whose inputs it packed.
   void embedded(int64_t requests, int64_t inputs, int64_t tokens);
   // One Metrics object in a /metrics page, with its gauges.
@@ -54,6 +56,7 @@ class Metrics {
   std::mutex mu_;
   std::map<std::pair<std::string, int>, uint64_t> requests_;
   uint64_t prompt_ = 0, cached_ = 0, generated_ = 0;
+  uint64_t drafted_ = 0, accepted_ = 0, verify_passes_ = 0;
   uint64_t embed_calls_ = 0, embed_requests_ = 0, embed_inputs_ = 0, embed_tokens_ = 0;
   Histogram ttft_, itl_;
   std::deque<std::pair<std::chrono::steady_clock::time_point, int64_t>> recent_;

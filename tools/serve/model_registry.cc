@@ -2,6 +2,7 @@
 #include "tools/serve/model_registry.h"
 
 #include <algorithm>
+#include <cinttypes>
 #include <cstdio>
 
 #include "tools/serve/api_error.h"
@@ -32,6 +33,7 @@ ModelRegistry::ModelRegistry(const ServeOptions& base, const std::vector<std::pa
     }
     e->model = std::make_unique<ServedModel>(o, *metrics, stopping);
     e->model->header = read_model_header(path);
+    e->model->before_embedder = [this](ServedModel& m) { reserve_embedder(m); };
     e->last_used = Clock::now();
     entries_.push_back(std::move(e));
   }
@@ -53,9 +55,8 @@ ModelRegistry::Entry* ModelRegistry::find_locked(const std::string& name) {
   for (auto& e : entries_) {
     if (e->model->options.model_id == name) return e.get();
   }
-  const std::string tag = ":latest";  // Ollama clients name a model with its tag
-  if (name.size() > tag.size() && name.compare(name.size() - tag.size(), tag.size(), tag) == 0) {
-    return find_locked(name.substr(0, name.size() - tag.size()));
+  for (auto& e : entries_) {
+    if (names_model(name, e->model->options.model_id)) return e.get();
   }
   return nullptr;
 }
@@ -65,6 +66,15 @@ namespace {
 ApiError not_found(const std::string& name) {
   return ApiError(404, "The model '" + name + "' does not exist (GET /v1/models lists the served models)",
                   "invalid_request_error", "model", "model_not_found");
+}
+
+// What a model needs under --memory-limit, part by part.
+std::string needs_text(const ServedModel& m, bool with_embedder) {
+  const uint64_t model = m.model_bytes(), embed = with_embedder ? m.embed_worker_bytes() : 0;
+  std::string s = "it needs " + std::to_string(model + embed) + " bytes (weights and KV cache " +
+                  std::to_string(model);
+  if (embed > 0) s += ", embedding worker buffers " + std::to_string(embed);
+  return s + ")";
 }
 
 ApiError shutting_down() {
@@ -112,10 +122,11 @@ ModelLease ModelRegistry::acquire(const std::string& name) {
       }
       continue;
     }
-    if (!single() && base_.memory_limit > 0 && m.memory_bytes() > base_.memory_limit) {
-      throw fail(ApiError(500, "model '" + m.options.model_id + "' could not be loaded: it needs " +
-                                   std::to_string(m.memory_bytes()) + " bytes (its weights and KV cache), over " +
-                                   "--memory-limit " + std::to_string(base_.memory_limit),
+    // One decoder: --memory-limit is its context's own (checked by its load, with the reason).
+    if ((!single() || m.embed_bytes() > 0) && base_.memory_limit > 0 && m.memory_bytes() > base_.memory_limit) {
+      throw fail(ApiError(500, "model '" + m.options.model_id + "' could not be loaded: " +
+                                   needs_text(m, m.embed_bytes() > 0) + ", over --memory-limit " +
+                                   std::to_string(base_.memory_limit),
                           "server_error", "model", "model_load_failed"));
     }
     if (!make_room_locked(*e, lock, deadline)) {
@@ -194,6 +205,34 @@ void ModelRegistry::release(ServedModel* m) {
   cv_.notify_all();
 }
 
+void ModelRegistry::reserve_embedder(ServedModel& m) {
+  const auto deadline = Clock::now() + std::chrono::milliseconds(static_cast<int64_t>(base_.timeout_s * 1000));
+  std::unique_lock<std::mutex> lock(mu_);
+  if (m.embedder_counted) return;  // another request started it
+  Entry* e = nullptr;
+  for (auto& x : entries_) {
+    if (x->model.get() == &m) e = x.get();
+  }
+  if (e == nullptr || base_.memory_limit == 0) {
+    m.embedder_counted = true;
+    return;
+  }
+  if (m.model_bytes() + m.embed_worker_bytes() > base_.memory_limit) {
+    throw ApiError(500, "model '" + m.options.model_id + "' cannot start its embedding worker: " + needs_text(m, true) +
+                            ", over --memory-limit " + std::to_string(base_.memory_limit),
+                   "server_error", "model", "memory_limit");
+  }
+  m.embedder_counted = true;  // counted from here: make_room_locked fits the model with its buffers
+  if (!single() && !make_room_locked(*e, lock, deadline)) {
+    m.embedder_counted = false;
+    throw ApiError(503, "model '" + m.options.model_id + "' cannot start its embedding worker (" + needs_text(m, true) +
+                            ") beside the loaded models, whose requests are still running; retry later",
+                   "server_error", "", "models_busy");
+  }
+  std::fprintf(stderr, "qkv serve: model %s: embedding worker buffers of %" PRIu64 " bytes counted (%" PRIu64 " in all)\n",
+               m.options.model_id.c_str(), m.embed_worker_bytes(), m.memory_bytes());
+}
+
 void ModelRegistry::load(const std::string& name) { ModelLease lease = acquire(name); }
 
 void ModelRegistry::unload(const std::string& name) {
@@ -204,7 +243,8 @@ void ModelRegistry::unload(const std::string& name) {
   if (e->state == LoadState::kUnloaded) return;
   if (e->state == LoadState::kLoading || e->leases > 0 || e->model->busy()) {
     throw ApiError(409, "model '" + e->model->options.model_id +
-                            "' has requests in flight (or is loading): it is unloaded once they end, retry then",
+                            "' has requests in flight (queued, running or streaming) or is loading: it stays "
+                            "loaded; unload it once they end",
                    "invalid_request_error", "model", "model_busy");
   }
   unload_locked(*e, "POST /models/unload");
@@ -222,6 +262,7 @@ void ModelRegistry::for_each(const std::function<void(const ModelStatus&)>& fn) 
     s.architecture = loaded ? m.info.architecture : m.header.architecture;
     s.context = loaded ? m.slot_context : m.header.context_length;
     s.memory_bytes = m.memory_bytes();
+    s.embed_worker_bytes = m.embed_worker_bytes();
     s.last_error = e->last_error;
     s.model = e->model.get();
     fn(s);

@@ -1,6 +1,7 @@
 // The models of qkv serve by name: loaded on first use, unloaded least
-// recently used first when loading another would exceed --memory-limit or
-// --models-max, and after --idle-unload seconds without requests. A route
+// recently used first when loading another (or starting a model's embedding
+// worker, whose buffers count) would exceed --memory-limit or --models-max,
+// and after --idle-unload seconds without requests. A route
 // holds a ModelLease while it uses a model: a leased model, or one with
 // requests queued, running or streaming, is never unloaded.
 #pragma once
@@ -45,6 +46,7 @@ struct ModelStatus {
   LoadState state = LoadState::kUnloaded;
   int64_t context = 0;  // positions per slot when loaded, else the trained context (0: unknown)
   uint64_t memory_bytes = 0;
+  uint64_t embed_worker_bytes = 0;  // an embedding worker's buffers (in memory_bytes while it runs)
   std::string last_error;  // the last load's failure ("" when it loaded)
   ServedModel* model = nullptr;  // valid while the registry's lock is held (for_each)
 };
@@ -90,6 +92,10 @@ class ModelRegistry {
   // Unloads least recently used idle models until e fits; false at the deadline.
   bool make_room_locked(Entry& e, std::unique_lock<std::mutex>& lock, std::chrono::steady_clock::time_point deadline);
   void unload_locked(Entry& e, const char* why);
+  // Before a model's embedding worker starts: counts its buffers, unloading
+  // least recently used idle models until they fit --memory-limit; throws
+  // ApiError naming the bytes when they cannot fit.
+  void reserve_embedder(ServedModel& m);
   void release(ServedModel* m);
   void idle_loop();
 

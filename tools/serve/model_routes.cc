@@ -5,7 +5,10 @@
 //                        the GGUF header), architecture, memory_bytes (what
 //                        the --memory-limit budget counts for it: measured
 //                        once loaded, else its files and the KV cache the
-//                        header implies), error (the last failed load's
+//                        header implies, and an embedding worker's
+//                        buffers while it runs), embedding_buffer_bytes
+//                        (those buffers: what the worker adds when it
+//                        starts), error (the last failed load's
 //                        reason), and while loaded a meta object (slots,
 //                        vocabulary, width, pooling).
 //   POST /models/load    {"model": NAME}: loads it (making room as a request
@@ -71,7 +74,8 @@ void install_model_list_routes(httplib::Server& svr, ServerState& st) {
                             {"status", load_state_name(m.state)},
                             {"context", m.context},
                             {"architecture", m.architecture},
-                            {"memory_bytes", m.memory_bytes}};
+                            {"memory_bytes", m.memory_bytes},
+                            {"embedding_buffer_bytes", m.embed_worker_bytes}};
               if (!m.last_error.empty()) entry["error"] = m.last_error;
               if (m.state == LoadState::kLoaded) {
                 const ServedModel& sm = *m.model;

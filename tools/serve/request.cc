@@ -208,6 +208,12 @@ void parse_common(const json& body, const RequestLimits& limits, GenRequest& r) 
   }
   r.user = string_field(body, "user");
   parse_output_format(body, r);
+  // llama-server's speculative decoding fields: n_max 0 turns it off, n_min is clamped to n_max.
+  r.speculative.enabled = boolean(body, "speculative", true);
+  r.speculative.n_max = integer(body, "speculative.n_max", 0, 256, -1);
+  r.speculative.n_min = integer(body, "speculative.n_min", 0, 256, -1);
+  r.speculative.p_min = number(body, "speculative.p_min", 0, 1, -1);
+  if (r.speculative.n_max == 0) r.speculative.enabled = false;
 }
 
 }  // namespace

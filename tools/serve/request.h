@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "qkv.h"
+#include "tools/serve/spec_options.h"
 
 namespace qkv::serve {
 
@@ -62,6 +63,7 @@ struct GenRequest {
   bool parallel_tool_calls = true;
   bool extract_reasoning = true;  // reasoning_format: "none" keeps the thinking inline in content
   nlohmann::json template_kwargs = nlohmann::json::object();  // chat_template_kwargs
+  SpeculativeRequest speculative;  // "speculative", "speculative.n_max", .n_min, .p_min
 };
 
 // The limits the parser enforces (from the server's flags and the model).

@@ -58,6 +58,10 @@ Scheduler::Scheduler(qkv_model* model, qkv_context* context, int n_slots, int64_
   vocab_ = info.vocab_size;
   slots_.resize(static_cast<size_t>(n_slots));
   for (int i = 0; i < n_slots; ++i) qkv_context_session(context_, i, &slots_[i].session);
+  if (options_.speculative.enabled()) {
+    drafters_ = std::make_unique<SlotDrafters>(options_.speculative, model, n_slots, slot_context,
+                                               options_.draft_kv_type, options_.draft_threads);
+  }
   thread_ = std::thread([this] { loop(); });
 }
 
@@ -145,6 +149,9 @@ void Scheduler::finish(Slot& slot, const std::string& reason, const std::string&
     job->stop_matched = slot.stops.stopped() ? slot.stops.matched() : std::string();
     job->error = error;
     job->completion_tokens = generated;
+    job->speculated = slot.speculated;
+    job->draft_tokens = slot.drafted;
+    job->draft_accepted = slot.accepted;
   }
   job->cv.notify_all();
 }
@@ -201,6 +208,7 @@ void Scheduler::admit_locked() {
     }
     s.tokens.resize(keep);
     s.phase = Phase::kPrefill;
+    setup_speculation(s);
     if (st != QKV_OK) {
       const std::string msg = qkv_last_error();
       mu_.unlock();
@@ -276,9 +284,11 @@ bool Scheduler::joins_batch(const Slot& s) const {
 // batched pass; each then samples its next token at once, so its text goes out
 // before any prefill the loop does next.
 void Scheduler::step_generating() {
+  const std::vector<Slot*> verified = drafters_ ? speculate() : std::vector<Slot*>{};
   std::vector<Slot*> batch;
   std::vector<int32_t> tokens;
   for (Slot& s : slots_) {
+    if (std::find(verified.begin(), verified.end(), &s) != verified.end()) continue;
     if (s.phase == Phase::kGenerate && s.pending >= 0) {
       batch.push_back(&s);
       tokens.push_back(s.pending);

@@ -10,6 +10,13 @@
 // few tokens of a prompt (all of them when chunks are one token) ride in the
 // batched step. Jobs beyond the slots wait in a bounded queue. Cancelled
 // (client gone) and timed-out jobs free their slot at the next step.
+//
+// Speculative decoding (tools/serve/scheduler_speculate.cc): with a drafter,
+// each generating slot drafts on its own; one qkv_speculate_batch verifies
+// every drafting slot's guesses at once, and each slot's accepted tokens go
+// out through the same path as sampled ones. The slots without a draft this
+// step (none guessed, a grammar, "speculative": false) take the plain batched
+// step in the same iteration.
 #pragma once
 
 #include <atomic>
@@ -19,15 +26,19 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <utility>
 #include <vector>
 
 #include "qkv.h"
+#include "runtime/speculative.h"
 #include "runtime/stop_strings.h"
 #include "tools/serve/compute_turns.h"
 #include "tools/serve/metrics.h"
+#include "tools/serve/slot_drafters.h"
+#include "tools/serve/spec_options.h"
 
 namespace qkv::serve {
 
@@ -68,6 +79,7 @@ struct Job {
   bool special_text = false;  // control tokens give their text (tool-call and thinking markers)
   Clock::time_point deadline = Clock::time_point::max();
   Clock::time_point arrival = Clock::now();
+  SpeculativeRequest speculative;
 
   std::atomic<bool> cancelled{false};  // the client went away
 
@@ -83,6 +95,10 @@ struct Job {
   std::string error;
   int64_t prompt_tokens = 0, cached_tokens = 0, completion_tokens = 0;
   Clock::time_point first_token_at{};  // when the first token was sampled (epoch: none yet)
+  // Speculative decoding: whether the slot drafted for this job, its tokens
+  // drafted and verified, and of those accepted.
+  bool speculated = false;
+  int64_t draft_tokens = 0, draft_accepted = 0;
 
   // Waits up to `wait` for output or the end; takes what there is.
   JobEvents take(std::chrono::milliseconds wait);
@@ -95,7 +111,11 @@ class Scheduler {
     int64_t prefill_batch = 512;  // prompt tokens per pass while no slot generates (>= prefill_chunk)
     size_t max_queue = 64;
     ComputeTurns* turns = nullptr;  // shared with the embedding worker; null: passes run when they come
+    SpeculativeServe speculative;           // no drafter: plain decoding
+    qkv_type draft_kv_type = QKV_TYPE_F16;  // the draft model's cache
+    int draft_threads = 0;
   };
+  // Fails (qkv::Error) when the draft model cannot draft for the model.
   Scheduler(qkv_model* model, qkv_context* context, int n_slots, int64_t slot_context, Options options,
             Metrics& metrics);
   ~Scheduler();
@@ -125,6 +145,13 @@ class Scheduler {
     std::string utf8_hold;  // an incomplete UTF-8 sequence at the end of the text
     Clock::time_point last_token;
     uint64_t last_used = 0;
+    // Speculative decoding of its job (no draft_length: it decodes token by token).
+    std::optional<DraftLength> draft_length;
+    int64_t draft_min = 0;
+    float draft_p_min = 0;
+    bool speculated = false;
+    int64_t drafted = 0, accepted = 0;
+    std::vector<int32_t> history;  // tokens and pending, what the drafter reads
   };
 
   void loop();
@@ -136,6 +163,11 @@ class Scheduler {
   static constexpr size_t kJoinBatchTokens = 4;
   void step_generating();
   void prefill_some();
+  void setup_speculation(Slot& slot);  // at admission
+  // Drafts for the slots that speculate this step, verifies them in one pass
+  // and emits what each accepted; returns the slots it advanced.
+  std::vector<Slot*> speculate();
+  void emit_decided(Slot& slot, int64_t accepted);
 
   qkv_model* model_;
   qkv_context* context_;
@@ -146,6 +178,8 @@ class Scheduler {
   int64_t vocab_ = 0;
   std::vector<Slot> slots_;
   uint64_t use_counter_ = 0;
+  std::unique_ptr<SlotDrafters> drafters_;  // null: no speculative decoding
+  bool draft_failed_ = false;                // a draft pass failed (reported once)
 
   std::mutex mu_;
   std::condition_variable cv_;

@@ -197,7 +197,7 @@ ordered_json read_body(const ServedModel& st, const httplib::Request& req) {
 }
 
 void check_model(const ServedModel& st, const GenRequest& r) {
-  if (!r.model.empty() && r.model != st.options.model_id) {
+  if (!r.model.empty() && !names_model(r.model, st.options.model_id)) {
     throw ApiError(404, "the model '" + r.model + "' does not exist (this server has '" +
                             st.options.model_id + "')",
                    "not_found_error", "model", "model_not_found");

@@ -5,15 +5,19 @@
 //                      Ollama's sha256 of a blob: there is no blob store),
 //                      details {format, family, families, parameter_size,
 //                      quantization_level}; a model not loaded shows what
-//                      its file and GGUF header tell (no parameter size or
-//                      quantization).
+//                      its file and GGUF header tell, read without loading
+//                      the weights (parameter_size from the tensors'
+//                      element counts, quantization_level from
+//                      general.file_type or the tensors' types).
 //   POST /api/show     {model, verbose?}: details, model_info (the GGUF
 //                      metadata; arrays only with verbose, as Ollama does),
 //                      template (the chat template's Jinja text, not a Go
 //                      template), parameters, capabilities ("completion",
 //                      "tools" when the template renders tools, "thinking"
 //                      when it has a thinking block; "embedding" alone when
-//                      the server only embeds).
+//                      the server only embeds). A model that is not
+//                      loaded is loaded first, as a request for it would
+//                      be (making room under --memory-limit).
 //   GET  /api/ps       the loaded models: size (weights and KV cache),
 //                      expires_at (--idle-unload from now, or far away
 //                      without it; keep_alive is not read), context_length.
@@ -27,7 +31,6 @@
 
 #include "kernels/error.h"
 #include "runtime/gguf.h"
-#include "runtime/quant_plan.h"
 #include "runtime/tool_calls/tool_calls.h"
 #include "tools/serve/adapters/ollama.h"
 #include "tools/serve/api_error.h"
@@ -54,7 +57,14 @@ std::string checked_model(const ServedModel& st, const json& body) {
   if (!it->is_string()) throw bad_field("model", "'model' must be a string", "invalid_type");
   const std::string name = it->get<std::string>();
   const std::string& id = st.options.model_id;
-  if (name != id && name != id + ":latest") {
+  // NAME is NAME:latest, whichever of the two the model or the request has.
+  const std::string tag = ":latest";
+  const auto untagged = [&tag](const std::string& n) {
+    return n.size() > tag.size() && n.compare(n.size() - tag.size(), tag.size(), tag) == 0
+               ? n.substr(0, n.size() - tag.size())
+               : n;
+  };
+  if (untagged(name) != untagged(id)) {
     throw ApiError(404, "model '" + name + "' not found (this server has '" + id + "')", "not_found_error", "model",
                    "model_not_found");
   }
@@ -84,8 +94,9 @@ std::string digest_of(const std::string& path, uint64_t size) {
   return hex;
 }
 
-// Ollama's style: "260K", "494.03M", "8.0B".
+// Ollama's style: "260K", "494.03M", "8.0B" ("" when unknown).
 std::string parameter_size(uint64_t n) {
+  if (n == 0) return "";
   char buf[32];
   if (n >= 1000000000ULL) {
     std::snprintf(buf, sizeof buf, "%.1fB", static_cast<double>(n) / 1e9);
@@ -120,42 +131,21 @@ ordered_json value_json(const GGUFValue& v) {
   }
 }
 
-// The preset name of llama.cpp's general.file_type, or the type most of the
-// weight bytes have.
-std::string quantization_level(const GGUFFile& f) {
-  if (const GGUFValue* ft = f.find("general.file_type"); ft && ft->is_integer()) {
-    const int64_t t = ft->as_int();
-    if (t == 0) return "F32";
-    std::string names = quant_preset_names();
-    size_t at = 0;
-    while (at < names.size()) {
-      size_t comma = names.find(", ", at);
-      if (comma == std::string::npos) comma = names.size();
-      const QuantPreset* p = find_quant_preset(names.substr(at, comma - at));
-      if (p && static_cast<int64_t>(quant_preset_file_type(*p)) == t) return quant_preset_name(*p);
-      at = comma + 2;
-    }
-  }
-  std::map<uint32_t, uint64_t> bytes;
-  for (const GGUFTensorInfo& t : f.tensors()) {
-    if (t.ne.size() >= 2) bytes[t.type] += t.n_bytes;
-  }
-  uint32_t best = ggml_type::F32;
-  uint64_t most = 0;
-  for (const auto& [type, n] : bytes) {
-    if (n > most) {
-      most = n;
-      best = type;
-    }
-  }
-  return ggml_type_name(best);
-}
-
 bool mentions_thinking(const std::string& source) {
   for (const char* marker : {"reasoning_content", "enable_thinking", "<think>", "reasoning_effort", "thinking"}) {
     if (source.find(marker) != std::string::npos) return true;
   }
   return false;
+}
+
+// Ollama's details object.
+ordered_json details_json(bool gguf, const std::string& family, uint64_t parameters, const std::string& quant) {
+  return {{"parent_model", ""},
+          {"format", gguf ? "gguf" : "llama2.c"},
+          {"family", family},
+          {"families", ordered_json::array({family})},
+          {"parameter_size", parameter_size(parameters)},
+          {"quantization_level", quant}};
 }
 
 void send(httplib::Response& res, const ordered_json& j) {
@@ -185,7 +175,7 @@ ModelCard make_model_card(const ServedModel& st) {
     try {
       const GGUFFile f = GGUFFile::open(path);
       gguf = true;
-      quant = quantization_level(f);
+      if (!st.header.quantization.empty()) quant = st.header.quantization;
       for (const auto& [key, value] : f.metadata()) {
         if (key == "tokenizer.chat_template") continue;  // served as `template`
         meta_verbose[key] = value_json(value);
@@ -205,18 +195,15 @@ ModelCard make_model_card(const ServedModel& st) {
             {arch + ".vocab_size", st.info.vocab_size}};
     meta_verbose = meta;
   }
+  // Ollama counts every tensor's elements; a llama2.c checkpoint has no tensor list.
+  const uint64_t parameters = st.header.parameters > 0 ? st.header.parameters : st.info.parameters;
   if (!meta.contains("general.parameter_count")) {
-    meta["general.parameter_count"] = st.info.parameters;
-    meta_verbose["general.parameter_count"] = st.info.parameters;
+    meta["general.parameter_count"] = parameters;
+    meta_verbose["general.parameter_count"] = parameters;
   }
   c.model_info = std::move(meta);
   c.model_info_verbose = std::move(meta_verbose);
-  c.details = {{"parent_model", ""},
-               {"format", gguf ? "gguf" : "llama2.c"},
-               {"family", arch},
-               {"families", {arch}},
-               {"parameter_size", parameter_size(st.info.parameters)},
-               {"quantization_level", quant}};
+  c.details = details_json(gguf, arch, parameters, quant);
   const char* model_template = qkv_model_chat_template(st.model);
   c.template_text = !st.options.chat_template.empty() ? st.options.chat_template : model_template ? model_template : "";
   const toolcall::Family family =
@@ -234,25 +221,21 @@ std::shared_ptr<const ModelCard> card_of(ServedModel& st) {
 
 namespace {
 
-// An unloaded model as the listing shows it: what its file and header tell.
+// An unloaded model as the listing shows it: what its file and GGUF header
+// tell (read when the server started; the weights are not loaded).
 ordered_json unloaded_entry(const ModelStatus& m) {
   struct stat sb {};
   const bool found = ::stat(m.path.c_str(), &sb) == 0;
   const uint64_t size = found ? static_cast<uint64_t>(sb.st_size) : 0;
   const std::string time = rfc3339(found ? std::chrono::system_clock::from_time_t(sb.st_mtime)
                                          : std::chrono::system_clock::now());
-  const std::string family = m.architecture;
+  const ModelHeader& h = m.model->header;
   return {{"name", m.name},
           {"model", m.name},
           {"modified_at", time},
           {"size", size},
           {"digest", digest_of(m.path, size)},
-          {"details", {{"parent_model", ""},
-                       {"format", GGUFFile::has_magic(m.path) ? "gguf" : "llama2.c"},
-                       {"family", family},
-                       {"families", ordered_json::array({family})},
-                       {"parameter_size", ""},
-                       {"quantization_level", ""}}}};
+          {"details", details_json(h.gguf, h.architecture, h.parameters, h.quantization)}};
 }
 
 }  // namespace

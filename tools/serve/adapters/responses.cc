@@ -330,7 +330,7 @@ class EventStream {
 void handle_responses(ServedModel& st, const httplib::Request& req, httplib::Response& res) {
   try {
     ResponsesRequest q = parse_responses_request(req.body, st.options.max_json_depth);
-    if (!q.gen.model.empty() && q.gen.model != st.options.model_id) {
+    if (!q.gen.model.empty() && !names_model(q.gen.model, st.options.model_id)) {
       throw ApiError(404, "The model '" + q.gen.model + "' does not exist (this server has '" + st.options.model_id +
                               "')", "invalid_request_error", "model", "model_not_found");
     }

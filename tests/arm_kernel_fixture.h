@@ -1,0 +1,58 @@
+// Inputs shared by the aarch64 int8 kernel tests (test_arm_dotprod.cc,
+// test_arm_i8mm.cc): the block types they cover, activations with an outlier,
+// and weight rows at the extremes of every field.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "kernels/dtype.h"
+#include "tests/quant_fixture.h"
+
+namespace qkv {
+namespace testing {
+
+constexpr DType kArmInt8Types[] = {DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1,  DType::IQ4_NL,
+                                   DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::IQ4_XS};
+
+inline std::vector<float> random_activation(size_t cols, std::mt19937& g) {
+  std::vector<float> x(cols);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  for (auto& v : x) v = nd(g);
+  x[cols / 3] = 6.0f;  // an outlier sets one block's scale
+  return x;
+}
+
+// Whether byte k of a block of type t belongs to its f16 scales (d, and m /
+// dmin where the type has one), the fields random_rows sets.
+inline bool f16_scale_byte(DType t, size_t k) {
+  switch (t) {
+    case DType::Q4_1:
+    case DType::Q5_1:
+    case DType::Q4_K:
+    case DType::Q5_K: return k < 4;
+    case DType::Q2_K: return k >= 80;
+    case DType::Q3_K: return k >= 108;
+    case DType::Q6_K: return k >= 208;
+    default: return k < 2;  // Q8_0, Q4_0, Q5_0, IQ4_NL, IQ4_XS: d first
+  }
+}
+
+// Rows whose every byte but the f16 scales is 0xFF: maximal nibbles, high
+// bits and 6-bit scales and mins, Q8_0 -1, Q3_K/Q6_K/IQ4_XS scales at their
+// extremes.
+inline std::vector<uint8_t> extreme_rows(DType t, size_t rows, size_t cols, std::mt19937& g) {
+  std::vector<uint8_t> w = random_rows(t, rows, cols, g);
+  const size_t bb = dtype_block_bytes(t);
+  for (size_t off = 0; off < w.size(); off += bb) {
+    for (size_t k = 0; k < bb; ++k) {
+      if (!f16_scale_byte(t, k)) w[off + k] = 0xFF;
+    }
+  }
+  return w;
+}
+
+}  // namespace testing
+}  // namespace qkv
