@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "kernels/dtype.h"
+#include "kernels/machine/isa_cap.h"
 #include "tests/quant_fixture.h"
 
 namespace qkv {
@@ -52,6 +53,13 @@ inline std::vector<uint8_t> extreme_rows(DType t, size_t rows, size_t cols, std:
     }
   }
   return w;
+}
+
+// Whether QKV_ISA caps the kernels below the Armv8.2 int8 dot products
+// ("scalar" or "neon"), which then leave SDOT and i8mm out.
+inline bool isa_cap_below_dot_product() {
+  const auto cap = isa_cap();
+  return cap.has_value() && (*cap == IsaLevel::kScalar || *cap == IsaLevel::kNeon);
 }
 
 }  // namespace testing

@@ -12,17 +12,26 @@
 
 namespace qkv {
 
+namespace {
+
+// A cap at "scalar" or "neon" (QKV_ISA / --isa) leaves out the Armv8.2+ int8
+// dot products (SDOT, SMMLA): "neon" is the baseline Armv8 core, as a
+// Cortex-A53 has it; "sve" and "sve2" keep them (every SVE core has SDOT).
+bool capped_below_dot_product() {
+  const std::optional<IsaLevel> cap = isa_cap();
+  return cap.has_value() && (*cap == IsaLevel::kScalar || *cap == IsaLevel::kNeon);
+}
+
+}  // namespace
+
 bool arm_dotprod_takes(DType t) {
   if (!arm_dotprod_kernel(t) || !arm_features().dotprod) return false;
-  // A cap at "scalar" (QKV_ISA / --isa) runs the scalar kernels on ARM as on x86.
-  const std::optional<IsaLevel> cap = isa_cap();
-  return !(cap.has_value() && *cap == IsaLevel::kScalar);
+  return !capped_below_dot_product();
 }
 
 bool arm_i8mm_takes(DType t) {
   if (!arm_i8mm_kernel(t) || !arm_features().i8mm) return false;
-  const std::optional<IsaLevel> cap = isa_cap();
-  return !(cap.has_value() && *cap == IsaLevel::kScalar);
+  return !capped_below_dot_product();
 }
 
 const char* arm_matvec_kernel_name(DType t) {
