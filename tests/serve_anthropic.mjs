@@ -14,6 +14,7 @@
 // NODE_PATH names the node_modules holding @anthropic-ai/sdk and ajv.
 import { createRequire } from "node:module";
 import assert from "node:assert/strict";
+import { checks } from "./serve_harness.mjs";
 
 const require = createRequire(process.env.NODE_PATH + "/");
 const { Anthropic, BadRequestError, NotFoundError, AuthenticationError } = require("@anthropic-ai/sdk");
@@ -26,17 +27,7 @@ const reasoner = new Anthropic({ apiKey: "test-key", baseURL: reasoningURL, maxR
 const MODEL = "stories260K.gguf";
 const ajv = new Ajv({ strict: false });
 
-let failures = 0;
-async function check(name, f) {
-  const t0 = Date.now();
-  try {
-    await f();
-    console.log(`ok   ${name} (${Date.now() - t0} ms)`);
-  } catch (e) {
-    failures++;
-    console.log(`FAIL ${name}: ${e.stack || e}`);
-  }
-}
+const { check, failed } = checks();
 
 const WEATHER = {
   name: "get_weather",
@@ -379,8 +370,8 @@ await check("bad requests: 4xx in Anthropic's shape, naming the field", async ()
   checkMessageShape(m);
 });
 
-if (failures) {
-  console.log(`${failures} check(s) failed`);
+if (failed()) {
+  console.log(`${failed()} check(s) failed`);
   process.exit(1);
 }
 console.log("all checks passed");

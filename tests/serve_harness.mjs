@@ -70,3 +70,26 @@ export async function metric(port, name) {
 }
 
 export const sleep = ms => new Promise(r => setTimeout(r, ms));
+
+// Named checks: check(name, f) runs f and prints "ok" or "FAIL" with its time;
+// failed() counts the failures; done() prints the tally and exits 1 if any failed.
+export function checks() {
+  let failures = 0;
+  return {
+    async check(name, f) {
+      const t0 = Date.now();
+      try {
+        await f();
+        console.log(`ok   ${name} (${Date.now() - t0} ms)`);
+      } catch (e) {
+        failures++;
+        console.log(`FAIL ${name}: ${e.stack || e}`);
+      }
+    },
+    failed: () => failures,
+    done() {
+      console.log(failures ? `${failures} failure(s)` : "all passed");
+      process.exit(failures ? 1 : 0);
+    },
+  };
+}

@@ -16,14 +16,8 @@ using nlohmann::json;
 namespace {
 
 // Speculative decoding's counts, when the job's slot drafted: usage gains
-// draft_tokens and draft_accepted_tokens, and the response a llama-server
-// style "timings" with draft_n and draft_n_accepted.
-void add_draft_counts(const Job& job, json& usage) {
-  if (!job.speculated) return;
-  usage["draft_tokens"] = job.draft_tokens;
-  usage["draft_accepted_tokens"] = job.draft_accepted;
-}
-
+// them (add_draft_counts, jobs.h), and the response a llama-server style
+// "timings" with draft_n and draft_n_accepted.
 void add_timings(const Job& job, json& response) {
   if (!job.speculated) return;
   response["timings"] = {{"prompt_n", job.prompt_tokens - job.cached_tokens},
@@ -111,10 +105,10 @@ void stream(ServedModel& st, const std::shared_ptr<Job>& job, const ResponseMeta
             c = chunk(meta, last, lp, reason);
           }
           json usage = usage_json(prompt, cached, completion);
+          add_draft_counts(usage_of(*job), usage);
           {
             std::lock_guard<std::mutex> lock(job->mu);
             add_timings(*job, c);
-            add_draft_counts(*job, usage);
           }
           if (!write(sse_event(c))) return false;
           if (r.include_usage && !write(sse_event(usage_chunk(meta, usage)))) return false;
@@ -142,7 +136,6 @@ void handle_generate(ServedModel& st, bool chat, const httplib::Request& req, ht
     std::string prompt_text;
     ChatSetup chat_setup;
     std::shared_ptr<Job> job = make_job(st, r, prompt_text, chat_setup);
-    job->speculative = r.speculative;
     const std::string echo = r.echo ? prompt_text : "";
     const ResponseMeta meta = new_meta(chat, st.options.model_id);
     submit(st, job, res);
@@ -164,7 +157,7 @@ void handle_generate(ServedModel& st, bool chat, const httplib::Request& req, ht
     if (err.status != 0) throw err;
     const json lp = r.logprobs ? logprobs_json(chat, tokens, static_cast<int64_t>(echo.size())) : json(nullptr);
     json usage = usage_json(job->prompt_tokens, job->cached_tokens, job->completion_tokens);
-    add_draft_counts(*job, usage);
+    add_draft_counts(usage_of(*job), usage);
     json response;
     if (chat) {
       ChatOutput out(chat_setup.family, r, chat_setup.starts_in_reasoning);

@@ -80,6 +80,7 @@ std::shared_ptr<Job> make_job(ServedModel& st, GenRequest& r, std::string& promp
   job->stop = r.stop;
   job->logprobs = r.logprobs;
   job->top_logprobs = r.top_logprobs;
+  job->speculative = r.speculative;
   if (r.grammar_kind >= 0 && !job->grammar) {
     job->grammar = st.grammars.get(st.model, r.grammar_kind, r.grammar_source, r.grammar_param);
     // A reasoning model's answer format applies after its thinking.
@@ -129,12 +130,13 @@ void start_stream(ServedModel& st, httplib::Response& res, const std::string& co
                                    });
 }
 
-namespace {
-
 Usage usage_of(Job& job) {
   std::lock_guard<std::mutex> lock(job.mu);
-  return {job.prompt_tokens, job.cached_tokens, job.completion_tokens};
+  return {job.prompt_tokens, job.cached_tokens, job.completion_tokens,
+          job.speculated,   job.draft_tokens,  job.draft_accepted};
 }
+
+namespace {
 
 ChatReply reply_of(const ChatOutput& out, Job& job) {
   ChatReply reply;

@@ -47,7 +47,25 @@ ApiError job_error(const Job& job);
 
 struct Usage {
   int64_t prompt = 0, cached = 0, completion = 0;
+  // Speculative decoding: whether the job's slot drafted, its tokens drafted
+  // (and verified) and of those accepted.
+  bool speculated = false;
+  int64_t drafted = 0, accepted = 0;
 };
+
+// The job's counts so far (taken under its lock).
+Usage usage_of(Job& job);
+
+// Speculative decoding's counts in a usage object, when the job's slot
+// drafted (never otherwise): draft_tokens and draft_accepted_tokens, as the
+// OpenAI routes, Anthropic's Messages API and the Responses API report them.
+// Ollama's final object spells them its own way (adapters/ollama_run.cc).
+template <typename Json>
+void add_draft_counts(const Usage& u, Json& usage) {
+  if (!u.speculated) return;
+  usage["draft_tokens"] = u.drafted;
+  usage["draft_accepted_tokens"] = u.accepted;
+}
 
 // A finished chat reply.
 struct ChatReply {

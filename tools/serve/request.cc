@@ -208,15 +208,37 @@ void parse_common(const json& body, const RequestLimits& limits, GenRequest& r) 
   }
   r.user = string_field(body, "user");
   parse_output_format(body, r);
-  // llama-server's speculative decoding fields: n_max 0 turns it off, n_min is clamped to n_max.
-  r.speculative.enabled = boolean(body, "speculative", true);
-  r.speculative.n_max = integer(body, "speculative.n_max", 0, 256, -1);
-  r.speculative.n_min = integer(body, "speculative.n_min", 0, 256, -1);
-  r.speculative.p_min = number(body, "speculative.p_min", 0, 1, -1);
-  if (r.speculative.n_max == 0) r.speculative.enabled = false;
+  r.speculative = parse_speculative(body);
 }
 
+// llama-server's speculative decoding fields.
+constexpr const char* kSpeculativeFields[] = {"speculative", "speculative.n_max", "speculative.n_min",
+                                              "speculative.p_min"};
+
 }  // namespace
+
+SpeculativeRequest parse_speculative(const json& obj, const std::string& prefix) {
+  // The fields under the names an error gives them (prefix + key).
+  json named = json::object();
+  for (const char* key : kSpeculativeFields) {
+    if (auto it = obj.find(key); it != obj.end()) named[prefix + key] = *it;
+  }
+  SpeculativeRequest s;
+  s.enabled = boolean(named, (prefix + "speculative").c_str(), true);
+  s.n_max = integer(named, (prefix + "speculative.n_max").c_str(), 0, 256, -1);
+  s.n_min = integer(named, (prefix + "speculative.n_min").c_str(), 0, 256, -1);
+  s.p_min = number(named, (prefix + "speculative.p_min").c_str(), 0, 1, -1);
+  if (s.n_max == 0) s.enabled = false;
+  return s;
+}
+
+SpeculativeRequest parse_speculative(const nlohmann::ordered_json& obj, const std::string& prefix) {
+  json fields = json::object();
+  for (const char* key : kSpeculativeFields) {
+    if (auto it = obj.find(key); it != obj.end()) fields[key] = json(*it);
+  }
+  return parse_speculative(fields, prefix);
+}
 
 json parse_body(const std::string& body, int max_depth) {
   json::parser_callback_t depth_limit = [max_depth](int depth, json::parse_event_t, json&) {

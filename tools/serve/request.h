@@ -81,6 +81,14 @@ nlohmann::json parse_body(const std::string& body, int max_depth);
 GenRequest parse_completion(const nlohmann::json& body, const RequestLimits& limits);
 GenRequest parse_chat(const nlohmann::json& body, const RequestLimits& limits);
 
+// llama-server's speculative decoding fields of obj, as every generating API
+// takes them: "speculative" (false turns it off), "speculative.n_max" (0
+// turns it off too), "speculative.n_min" (clamped to n_max when drafting),
+// "speculative.p_min". prefix: obj's place in the body, for errors
+// ("options." for Ollama's options). Out of range: a 400 naming the field.
+SpeculativeRequest parse_speculative(const nlohmann::json& obj, const std::string& prefix = "");
+SpeculativeRequest parse_speculative(const nlohmann::ordered_json& obj, const std::string& prefix = "");
+
 // Chat fields about tools and reasoning (tools/serve/request_tools.cc):
 // tools, tool_choice, parallel_tool_calls, reasoning_format,
 // chat_template_kwargs; and the tool parts of message i.

@@ -14,8 +14,10 @@
 // input_schema), tool_choice (auto, any, tool by name, none;
 // disable_parallel_tool_use), thinking (enabled with a budget_tokens of at
 // least 1024 and below max_tokens, or disabled: the template's
-// enable_thinking). cache_control and citations on blocks are accepted and
-// have no effect (the server reuses a slot's cached prefix by itself).
+// enable_thinking), llama-server's "speculative", "speculative.n_max",
+// "speculative.n_min" and "speculative.p_min". cache_control and citations on
+// blocks are accepted and have no effect (the server reuses a slot's cached
+// prefix by itself).
 //
 // Refused with a 400 naming the field: image, document and other non-text
 // blocks (the model reads text only), Anthropic-hosted tools (web search,
@@ -26,7 +28,9 @@
 // text block and a tool_use block per call (input: the parsed arguments;
 // ids toolu_...); stop_reason end_turn, max_tokens, stop_sequence (with the
 // stop_sequence that ended it) or tool_use; usage input_tokens (not read from
-// the cache), cache_read_input_tokens (reused from a slot), output_tokens.
+// the cache), cache_read_input_tokens (reused from a slot), output_tokens, and
+// when the slot drafted (speculative decoding) draft_tokens and
+// draft_accepted_tokens (streamed: in message_delta's usage).
 // Streamed as Anthropic's named server-sent events: message_start, ping,
 // content_block_start/delta/stop per block (thinking_delta, text_delta,
 // input_json_delta), message_delta, message_stop; a failure after the start
@@ -93,8 +97,10 @@ std::pair<std::string, ordered_json> stop_of(const ChatReply& reply, const std::
 }
 
 ordered_json usage_json(const Usage& u) {
-  return {{"input_tokens", u.prompt - u.cached}, {"cache_read_input_tokens", u.cached},
-          {"output_tokens", u.completion}};
+  ordered_json usage = {{"input_tokens", u.prompt - u.cached}, {"cache_read_input_tokens", u.cached},
+                        {"output_tokens", u.completion}};
+  add_draft_counts(u, usage);
+  return usage;
 }
 
 ordered_json message_json(const std::string& id, const std::string& model, const ChatReply& reply,

@@ -341,6 +341,7 @@ MessagesRequest parse_messages_request(const ordered_json& body, const RequestLi
       r.stop = mr.stop_sequences;
     }
     r.stream = optional_bool(body, "stream", "", false);
+    r.speculative = parse_speculative(body);  // llama-server's extension fields
     if (const ordered_json* md = get(body, "metadata")) {
       if (!md->is_object()) throw bad("metadata", "Input should be an object", "invalid_type");
       r.user = optional_string(*md, "user_id", "metadata");

@@ -20,7 +20,8 @@
 //   reply.
 // options: temperature, top_k, top_p, min_p, num_predict (-1 and -2: until
 //   the end of the context), seed (negative: a random one), stop,
-//   repeat_penalty, repeat_last_n, presence_penalty, frequency_penalty;
+//   repeat_penalty, repeat_last_n, presence_penalty, frequency_penalty,
+//   llama-server's speculative, speculative.n_max, .n_min, .p_min;
 //   num_ctx is checked and accepted, but the context is the server's per-slot
 //   one (-c): a request cannot widen it, and one that does not fit is a 400.
 //   Other options (mirostat, typical_p, num_gpu, num_thread...) are ignored,
@@ -173,6 +174,7 @@ void parse_options(const json& body, const ServedModel& st, GenRequest& r) {
       r.sampler.frequency_penalty = static_cast<float>(number(v, name, -2, 2));
     }
   }
+  r.speculative = parse_speculative(*o, "options.");
 }
 
 // format: "json" (any JSON object), a JSON schema object (its key order

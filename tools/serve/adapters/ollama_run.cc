@@ -11,7 +11,9 @@
 // Durations are wall time in nanoseconds: load_duration covers reading the
 // request, rendering and tokenizing the prompt (the model is loaded at
 // start), prompt_eval_duration the wait for a slot and the prefill up to the
-// first sampled token, eval_duration the rest.
+// first sampled token, eval_duration the rest. When the slot drafted
+// (speculative decoding), draft_eval_count (drafted tokens the model
+// verified) and draft_accepted_count (of those accepted) follow eval_count.
 #include <atomic>
 #include <chrono>
 #include <memory>
@@ -87,13 +89,11 @@ struct Run {
   // The statistics Ollama closes a reply with.
   void add_stats(ordered_json& j) const {
     std::string reason;
-    int64_t prompt = 0, completion = 0;
     {
       std::lock_guard<std::mutex> lock(job->mu);
       reason = job->finish_reason;
-      prompt = job->prompt_tokens;
-      completion = job->completion_tokens;
     }
+    const Usage u = usage_of(*job);
     // Ollama says "stop" for a reply that ends in tool calls too.
     j["done_reason"] = reason == "length" ? "length" : "stop";
     // The first token's sampling time splits prefill from generation (the
@@ -105,10 +105,14 @@ struct Run {
     }
     j["total_duration"] = ns(end - spec.start);
     j["load_duration"] = ns(submitted - spec.start);
-    j["prompt_eval_count"] = prompt;
+    j["prompt_eval_count"] = u.prompt;
     j["prompt_eval_duration"] = ns(first - submitted);
-    j["eval_count"] = completion;
+    j["eval_count"] = u.completion;
     j["eval_duration"] = ns(end - first);
+    if (u.speculated) {  // Ollama defines no such counts: qkv's names, in its style
+      j["draft_eval_count"] = u.drafted;
+      j["draft_accepted_count"] = u.accepted;
+    }
   }
 };
 

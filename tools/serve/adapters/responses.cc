@@ -8,7 +8,8 @@
 // part, and a function_call item per tool call (call_id: the id to answer in
 // a function_call_output item). status is "incomplete" with
 // incomplete_details.reason "max_output_tokens" when the reply was cut by
-// max_output_tokens or the context's end.
+// max_output_tokens or the context's end. usage gains draft_tokens and
+// draft_accepted_tokens when the slot drafted (speculative decoding).
 //
 // Streams follow OpenAI's event sequence (each event with `event:` line,
 // type and sequence_number): response.created, response.in_progress; per
@@ -104,6 +105,7 @@ void complete_response(json& r, const ChatReply& reply) {
                 {"output_tokens", reply.usage.completion},
                 {"output_tokens_details", {{"reasoning_tokens", 0}}},
                 {"total_tokens", reply.usage.prompt + reply.usage.completion}};
+  add_draft_counts(reply.usage, r["usage"]);
   std::string text;
   for (const json& item : r["output"]) {
     if (item["type"] != "message") continue;

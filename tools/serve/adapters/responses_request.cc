@@ -23,7 +23,9 @@
 // Accepted without effect: store (nothing is stored), truncation,
 // service_tier, prompt_cache_key, safety_identifier, reasoning.summary,
 // text.verbosity. reasoning.effort "none"/"minimal" turns thinking off in the
-// chat template (enable_thinking: false).
+// chat template (enable_thinking: false). llama-server's "speculative",
+// "speculative.n_max", "speculative.n_min" and "speculative.p_min" set the
+// request's speculative decoding as on the chat completions route.
 #include "tools/serve/adapters/responses_request.h"
 
 #include <limits>
@@ -418,6 +420,7 @@ ResponsesRequest parse_responses_request(const std::string& body_text, int max_d
     throw bad_field("stream_options", "'stream_options' is only allowed with 'stream': true");
   }
   r.user = text_field(body, "user", "", false);
+  r.speculative = parse_speculative(body);  // llama-server's extension fields
   echo["user"] = r.user.empty() ? json(nullptr) : json(r.user);
   echo["store"] = bool_field(body, "store", "", true);
   echo["truncation"] = choice_field(body, "truncation", "", {"auto", "disabled"});
