@@ -23,6 +23,7 @@
 #include "kernels/error.h"
 #include "kernels/linear_internal.h"
 #include "kernels/quant/gemm_amx.h"
+#include "kernels/quant/gemm_arm_dotprod.h"
 #include "kernels/quant/gemm_arm_i8mm.h"
 #include "kernels/quant/vec_dot.h"
 #include "kernels/threads/block_queue.h"
@@ -128,8 +129,9 @@ struct BatchActivations {
 
 bool block_gemm_type(DType t, int64_t M) {
 #if defined(__aarch64__)
-  // Cores with i8mm: every batch of the block types (kernels/quant/gemm_arm_i8mm.h).
-  if (g_block_gemm_allowed && arm_i8mm_takes(t)) return true;
+  // Cores with i8mm, or else the dot product: every batch of the block types
+  // (kernels/quant/gemm_arm_i8mm.h, gemm_arm_dotprod.h).
+  if (g_block_gemm_allowed && (arm_i8mm_takes(t) || arm_dotprod_gemm_takes(t))) return true;
 #endif
   if (!g_block_gemm_allowed || !dtype_is_quantized(t) || !quant_gemm_rows_available(t)) return false;
   // Without the packed kernel (AVX2, AVX-512 without VNNI: the 256-bit tile

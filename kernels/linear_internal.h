@@ -42,9 +42,10 @@ void matmul_small_multi(const Matrix* Ws, float* const* Ys, int count, const flo
 
 // The precision matmul_small uses for W's dtype: on CPUs with AVX512_BF16,
 // non-F32 weights go through bf16 dot products (kBF16, weights and inputs
-// rounded to bf16 as in the oneDNN bf16 GEMM: about 2x the f32 FMA rate);
-// F32 weights, and every weight type on other CPUs, use f32 FMAs on exactly
-// decoded weights (kF32).
+// rounded to bf16 as in the oneDNN bf16 GEMM: about 2x the f32 FMA rate), and
+// on aarch64 cores with BF16 the F16 and BF16 weights (BFMMLA,
+// kernels/matmul_small/arm_bf16.h); F32 weights, and every weight type on other
+// CPUs, use f32 FMAs on exactly decoded weights (kF32).
 GemmPrecision matmul_small_precision(DType t);
 // false: always kF32 (tests and benchmarks compare both). Not thread-safe:
 // set before any concurrent use.

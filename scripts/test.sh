@@ -9,7 +9,8 @@
 #   5. the whole tree built with clang-14 (Release), and the suites labelled
 #      "asan" (the unit suites) run from it;
 #   6. suites cross-built for aarch64, run under qemu-aarch64 on a
-#      NEON-only core and on -cpu max (QKV_TEST_SKIP_AARCH64=1 leaves it out);
+#      NEON-only core and on -cpu max, the SDOT GEMM's on a Neoverse N1
+#      (QKV_TEST_SKIP_AARCH64=1 leaves it out);
 #   7. every libFuzzer harness of tests/fuzz for QKV_FUZZ_SECONDS (scripts/fuzz.sh).
 # QKV_TEST_QUICK=1 stops after the first stage; QKV_TEST_SKIP_FUZZ=1 leaves out the seventh.
 set -euo pipefail
@@ -109,6 +110,9 @@ else
   for cpu in cortex-a53 max max,sve128=on; do
     QEMU_CPU=$cpu run_ctest --test-dir build-aarch64 --output-on-failure -j"$jobs" -L kernels -E "$aarch64_slow"
   done
+  # The SDOT GEMM's suite on a Neoverse N1 (dot product, no i8mm), once: its
+  # entries set QEMU_CPU themselves (tests/arm_caps.cmake).
+  run_ctest --test-dir build-aarch64 --output-on-failure -j"$jobs" -L arm_sdot_core
 fi
 
 if [ "${QKV_TEST_SKIP_FUZZ:-0}" = 1 ]; then

@@ -1,15 +1,20 @@
-// Inputs shared by the aarch64 int8 kernel tests (test_arm_dotprod.cc,
-// test_arm_i8mm.cc): the block types they cover, activations with an outlier,
-// and weight rows at the extremes of every field.
+// Inputs and checks shared by the aarch64 int8 kernel tests
+// (test_arm_dotprod.cc, test_arm_i8mm.cc, test_arm_dotprod_gemm.cc): the block
+// types they cover, activations with an outlier, weight rows at the extremes
+// of every field, and the bit-for-bit check of a batch against the scalar matvec.
 #pragma once
+
+#include <doctest/doctest.h>
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <random>
 #include <vector>
 
 #include "kernels/dtype.h"
 #include "kernels/machine/isa_cap.h"
+#include "kernels/quant/vec_dot.h"
 #include "tests/quant_fixture.h"
 
 namespace qkv {
@@ -60,6 +65,38 @@ inline std::vector<uint8_t> extreme_rows(DType t, size_t rows, size_t cols, std:
 inline bool isa_cap_below_dot_product() {
   const auto cap = isa_cap();
   return cap.has_value() && (*cap == IsaLevel::kScalar || *cap == IsaLevel::kNeon);
+}
+
+// M inputs of cols values quantized for weights of type t, back to back.
+inline std::vector<uint8_t> quantized_inputs(DType t, size_t cols, size_t M, std::mt19937& g) {
+  const size_t ab = act_bytes(t, cols);
+  std::vector<uint8_t> xa(ab * M);
+  for (size_t m = 0; m < M; ++m) {
+    const std::vector<float> x = random_activation(cols, g);
+    quantize_activation(t, x.data(), cols, xa.data() + m * ab);
+  }
+  return xa;
+}
+
+// y (M outputs of ldy, rows each) against the scalar matvec of each input,
+// bit for bit; the rows past n_rows of each output untouched (-7).
+inline void check_against_scalar(DType t, const std::vector<uint8_t>& w, size_t rows, size_t cols,
+                                 const std::vector<uint8_t>& xa, size_t M, const std::vector<float>& y, size_t ldy) {
+  const size_t ab = act_bytes(t, cols);
+  std::vector<float> want(rows);
+  int bad = 0;
+  for (size_t m = 0; m < M; ++m) {
+    quant_dot_rows_scalar(t, w.data(), cols, xa.data() + m * ab, want.data(), rows);
+    for (size_t r = 0; r < rows; ++r) {
+      if (std::memcmp(&y[m * ldy + r], &want[r], sizeof(float)) != 0 && bad++ < 3) {
+        CHECK_MESSAGE(false, "input ", m, " row ", r, ": got ", y[m * ldy + r], ", want ", want[r]);
+      }
+    }
+    for (size_t r = rows; r < ldy; ++r) {
+      if (y[m * ldy + r] != -7.0f && bad++ < 3) CHECK_MESSAGE(false, "input ", m, " row ", r, " past the rows written");
+    }
+  }
+  CHECK(bad == 0);
 }
 
 }  // namespace testing

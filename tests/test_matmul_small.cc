@@ -18,8 +18,10 @@
 // bf16 GEMM in tests/test_linear.cc. A wrong weight, scale, row, input or
 // chunk shows as an error of order |w x| itself, far outside either bound.
 // The AMX path (AMX-BF16 CPUs) rounds the same way and sums in another order,
-// within the same bound. Each test runs the f32 path, and each bf16 kernel
-// the CPU has.
+// within the same bound. The aarch64 BFMMLA path (F16/BF16 weights) rounds
+// the same way and rounds its additions to odd (within 2^-23, not 2^-24):
+// tests/test_arm_bf16.cc checks it against that worst case. Each test runs
+// the f32 path, and each bf16 kernel the CPU has.
 #include <doctest/doctest.h>
 #include <omp.h>
 
@@ -32,6 +34,7 @@
 #include "kernels/dtype.h"
 #include "kernels/linear.h"
 #include "kernels/linear_internal.h"
+#include "kernels/matmul_small/arm_bf16.h"
 #include "kernels/quant/vec_dot.h"
 #include "tests/linear_fixture.h"
 
@@ -148,6 +151,8 @@ TEST_CASE("matmul_small reads no weight row outside the matrix") {
 
 TEST_CASE("matmul_small_kernel_name names the kernel each weight type runs on") {
   CHECK(std::string(matmul_small_kernel_name(DType::F32)) == "f32 FMA");
+  // The bf16 kernel without AMX: BFMMLA on aarch64 (F16 and BF16 weights only).
+  const std::string bf16_name = detail::arm_bf16_matmul_available() ? kArmBF16MatmulName : "AVX512_BF16 dot products";
   for (DType t : {DType::F16, DType::BF16, DType::Q8_0}) {
     CAPTURE(dtype_name(t));
     const std::string name = matmul_small_kernel_name(t);
@@ -158,11 +163,11 @@ TEST_CASE("matmul_small_kernel_name names the kernel each weight type runs on") 
     } else if (detail::matmul_small_precision(t) == detail::GemmPrecision::kF32) {
       CHECK(name == "f32 FMA");
     } else {
-      CHECK(name == (detail::matmul_small_uses_amx() ? "AMX bf16 tiles" : "AVX512_BF16 dot products"));
+      CHECK(name == (detail::matmul_small_uses_amx() ? "AMX bf16 tiles" : bf16_name));
     }
     detail::set_matmul_small_amx(false);
     if (!block && detail::matmul_small_precision(t) == detail::GemmPrecision::kBF16) {
-      CHECK(std::string(matmul_small_kernel_name(t)) == "AVX512_BF16 dot products");
+      CHECK(std::string(matmul_small_kernel_name(t)) == bf16_name);
     }
     detail::set_matmul_small_amx(true);
     detail::set_matmul_small_bf16(false);

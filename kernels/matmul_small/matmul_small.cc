@@ -5,7 +5,8 @@
 // (bf16-inl.h: bf16 dot products, twice the f32 FMA rate on AMD Zen 5, the
 // precision of the oneDNN bf16 GEMM that prefill uses; measured 1.8x the f32
 // path at M = 16 on the 143M shapes, bench_linear matmul_small), and on CPUs
-// with AMX-BF16 the same precision on AMX tiles (amx-inl.h).
+// with AMX-BF16 the same precision on AMX tiles (amx-inl.h); on aarch64 CPUs
+// with BF16, F16 and BF16 weights take it by BFMMLA (arm_bf16.h).
 // Everything else takes the f32 path (f32-inl.h), whose products are exact.
 //
 // Files (kernels/matmul_small/): schedule.h (column chunks, packed inputs,
@@ -24,6 +25,7 @@
 
 #include "kernels/error.h"
 #include "kernels/linear_internal.h"
+#include "kernels/matmul_small/arm_bf16.h"
 #include "kernels/matmul_small/schedule.h"
 #include "kernels/quant/vec_dot.h"
 
@@ -197,9 +199,11 @@ void matmul_small_multi(const Matrix* Ws, float* const* Ys, int count, const flo
   count = static_cast<int>(fused.size());
   // bf16: one parallel pass over every matrix's row blocks, taken from a
   // queue at least kMinChunkBytes of weights at a time, on AMX tiles where
-  // the CPU has them.
-  const bool amx = matmul_small_uses_amx();
-  const int64_t block = amx ? 16 /* kRowsAMX: an A tile's rows */ : HWY_DYNAMIC_DISPATCH(MatmulSmallRowsBF16)();
+  // the CPU has them, by BFMMLA on aarch64 (arm_bf16.h).
+  const bool amx = matmul_small_uses_amx(), arm = arm_bf16_matmul_available();
+  const int64_t block = amx   ? 16 /* kRowsAMX: an A tile's rows */
+                        : arm ? kArmBF16Rows
+                              : HWY_DYNAMIC_DISPATCH(MatmulSmallRowsBF16)();
   const size_t cols = static_cast<size_t>(Ws[0].cols);
   int64_t blocks = 0;
   size_t bytes = 0;
@@ -210,7 +214,9 @@ void matmul_small_multi(const Matrix* Ws, float* const* Ys, int count, const flo
   if (blocks == 0) return;
   const int64_t grain = std::max<int64_t>(
       1, static_cast<int64_t>(kMinChunkBytes / std::max<size_t>(1, block * dtype_row_bytes(Ws[0].type, cols))));
-  auto* const kernel = amx ? HWY_DYNAMIC_DISPATCH(MatmulSmallAMX) : HWY_DYNAMIC_DISPATCH(MatmulSmallBF16);
+  auto* const kernel = amx   ? HWY_DYNAMIC_DISPATCH(MatmulSmallAMX)
+                       : arm ? &matmul_small_arm_bf16
+                             : HWY_DYNAMIC_DISPATCH(MatmulSmallBF16);
   share_blocks(blocks, grain, bytes >= kMinParallelBytes,
                [&](BlockQueue& queue) { kernel(Ws, Ys, count, X, M, &queue, block); });
 }
@@ -240,7 +246,10 @@ void set_matmul_small_amx(bool allowed) { g_small_amx_allowed = allowed; }
 
 GemmPrecision matmul_small_precision(DType t) {
   static const bool has_bf16 = HWY_DYNAMIC_DISPATCH(HasBF16Path)();
-  return g_small_bf16_allowed && has_bf16 && t != DType::F32 ? GemmPrecision::kBF16 : GemmPrecision::kF32;
+  // aarch64's BFMMLA kernel takes F16 and BF16 weights only.
+  const bool arm = (t == DType::F16 || t == DType::BF16) && arm_bf16_matmul_available();
+  const bool bf16 = t != DType::F32 && (has_bf16 || arm);
+  return g_small_bf16_allowed && bf16 ? GemmPrecision::kBF16 : GemmPrecision::kF32;
 }
 
 void set_matmul_small_bf16(bool allowed) { g_small_bf16_allowed = allowed; }
@@ -252,7 +261,8 @@ const char* matmul_small_kernel_name(DType t) {
   if (detail::matmul_small_precision(t) == detail::GemmPrecision::kF32) {
     return dtype_is_quantized(t) && t != DType::Q8_0 ? "one matvec per input" : "f32 FMA";
   }
-  return detail::matmul_small_uses_amx() ? "AMX bf16 tiles" : "AVX512_BF16 dot products";
+  if (detail::matmul_small_uses_amx()) return "AMX bf16 tiles";
+  return detail::arm_bf16_matmul_available() ? kArmBF16MatmulName : "AVX512_BF16 dot products";
 }
 
 }  // namespace qkv

@@ -1,12 +1,13 @@
-// NEON decoders of the ggml block types' weights into int8 values, shared by
-// the Armv8 SDOT matvec (vec_dot_arm_dotprod.cc) and the i8mm GEMM
-// (gemm_arm_i8mm.cc). Each yields the int8 values the scalar reference's
-// Values() / K4Values / Q6Values give (kernels/quant/vec_dot.cc: offsets
+// NEON decoders of the ggml block types' weights into int8 values, and the
+// SDOT kernels' f32 lanes (Acc, Dot16), shared by the Armv8 SDOT matvec
+// (vec_dot_arm_dotprod.cc), the SDOT GEMM (gemm_arm_dotprod.cc) and the i8mm
+// GEMM (gemm_arm_i8mm.cc). Each decoder yields the int8 values the scalar
+// reference's Values() / K4Values / Q6Values give (kernels/quant/vec_dot.cc: offsets
 // applied where ggml applies them to the weights: Q4_0 -8, Q5_0 -16, Q3_K -4,
 // Q6_K -32, the IQ4 table), so the integer sums over them are the
 // reference's exactly.
 //
-// Only those two files include this header, on aarch64 only; everything here
+// Only those files include this header, on aarch64 only; everything here
 // has internal linkage (an anonymous namespace), so the copies compiled with
 // their -march flags stay theirs and the linker never picks one of them for
 // code that must run on an Armv8.0 core.
@@ -22,6 +23,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "kernels/dtype.h"
 #include "kernels/quant/blocks.h"
 
 namespace qkv {
@@ -259,11 +261,56 @@ inline void DecodeK<BlockIQ4_XS>(const uint8_t* b, KRow* k) {
   k->dmin = 0.0f;
 }
 
+// The scalar kernels' 8 f32 lanes (Acc8 in vec_dot.cc) of one (row, input)
+// as two vectors: lo holds lanes 0-3, hi lanes 4-7.
+struct Acc {
+  float32x4_t lo = vdupq_n_f32(0.0f), hi = vdupq_n_f32(0.0f);
+  // lane = fma(d, float(int lane), lane), one rounding, as std::fma.
+  void fma(float d, int32x4_t l0, int32x4_t l1) {
+    const float32x4_t dv = vdupq_n_f32(d);
+    lo = vfmaq_f32(lo, vcvtq_f32_s32(l0), dv);
+    hi = vfmaq_f32(hi, vcvtq_f32_s32(l1), dv);
+  }
+  // (a0 + a4 + a2 + a6) + (a1 + a5 + a3 + a7) pairwise, as Acc8::sum.
+  float sum() const {
+    const float32x4_t h = vaddq_f32(hi, lo);
+    return (vgetq_lane_f32(h, 0) + vgetq_lane_f32(h, 2)) + (vgetq_lane_f32(h, 1) + vgetq_lane_f32(h, 3));
+  }
+};
+
+#if defined(__ARM_FEATURE_DOTPROD)
+// SDOT lane i = sum of w[4i..4i+3] * a[4i..4i+3]: the scalar kernels' lane i
+// of a 16-value half.
+inline int32x4_t Dot16(int8x16_t w, int8x16_t a) { return vdotq_s32(vdupq_n_s32(0), w, a); }
+#endif
+
 // The reference's integer min term of lane l (0..7) of a super-block for
 // the activation sums bsums: mn[2l] * bsums[2l] + mn[2l + 1] * bsums[2l + 1].
 // Q2_K's mins[l]; for Q4_K/Q5_K (mn[2j] == mn[2j + 1]) msum[j].
 inline void MinTerms(const KRow& k, const int16_t* bsums, int32_t* out) {
   for (int l = 0; l < 8; ++l) out[l] = k.mn[2 * l] * bsums[2 * l] + k.mn[2 * l + 1] * bsums[2 * l + 1];
+}
+
+// The batch kernels' table of block types: run32(Block{}, Act{}) for the
+// 32-value types (activations Q8_0 or Q8_1), runk(Block{}) for the 256-value
+// ones (activations Q8_K); false for the others.
+template <class Run32, class RunK>
+bool for_block_type(DType t, Run32&& run32, RunK&& runk) {
+  switch (t) {
+    case DType::Q8_0: return run32(BlockQ8_0{}, BlockQ8_0{});
+    case DType::Q4_0: return run32(BlockQ4_0{}, BlockQ8_0{});
+    case DType::Q5_0: return run32(BlockQ5_0{}, BlockQ8_0{});
+    case DType::IQ4_NL: return run32(BlockIQ4_NL{}, BlockQ8_0{});
+    case DType::Q4_1: return run32(BlockQ4_1{}, BlockQ8_1{});
+    case DType::Q5_1: return run32(BlockQ5_1{}, BlockQ8_1{});
+    case DType::Q2_K: return runk(BlockQ2_K{});
+    case DType::Q3_K: return runk(BlockQ3_K{});
+    case DType::Q4_K: return runk(BlockQ4_K{});
+    case DType::Q5_K: return runk(BlockQ5_K{});
+    case DType::Q6_K: return runk(BlockQ6_K{});
+    case DType::IQ4_XS: return runk(BlockIQ4_XS{});
+    default: return false;
+  }
 }
 
 }  // namespace

@@ -287,21 +287,7 @@ bool arm_i8mm_gemm(DType t, const void* rows, size_t cols, const void* xa, size_
           [&](const TileRefs& tr, float* yt) { TileK<B>(tr, nk, yt, ldy); });
     return true;
   };
-  switch (t) {
-    case DType::Q8_0: return run32(BlockQ8_0{}, BlockQ8_0{});
-    case DType::Q4_0: return run32(BlockQ4_0{}, BlockQ8_0{});
-    case DType::Q5_0: return run32(BlockQ5_0{}, BlockQ8_0{});
-    case DType::IQ4_NL: return run32(BlockIQ4_NL{}, BlockQ8_0{});
-    case DType::Q4_1: return run32(BlockQ4_1{}, BlockQ8_1{});
-    case DType::Q5_1: return run32(BlockQ5_1{}, BlockQ8_1{});
-    case DType::Q2_K: return runk(BlockQ2_K{});
-    case DType::Q3_K: return runk(BlockQ3_K{});
-    case DType::Q4_K: return runk(BlockQ4_K{});
-    case DType::Q5_K: return runk(BlockQ5_K{});
-    case DType::Q6_K: return runk(BlockQ6_K{});
-    case DType::IQ4_XS: return runk(BlockIQ4_XS{});
-    default: return false;
-  }
+  return for_block_type(t, run32, runk);
 }
 
 }  // namespace qkv

@@ -12,6 +12,7 @@
 #include "kernels/quant/activation.h"
 #include "kernels/quant/row_groups.h"
 #include "kernels/quant/gemm_amx.h"
+#include "kernels/quant/gemm_arm_dotprod.h"
 #include "kernels/quant/gemm_arm_i8mm.h"
 #include "kernels/quant/vec_dot_arm_dotprod.h"
 #include "kernels/quant/vec_dot_avxvnni.h"
@@ -599,6 +600,7 @@ const char* quant_gemm_name() {
   static_assert(kQuantGemmAmxMinInputs == 16, "the AMX name's figure");
   if (quant_gemm_amx_usable()) return "AMX int8 tiles from 16 inputs, AVX-512 VNNI integer block GEMM below";
   if (avxvnni_takes(DType::Q4_0)) return "AVX-VNNI integer block GEMM";  // kernels/quant/vec_dot_avxvnni.h
+  if (arm_dotprod_gemm_takes(DType::Q4_0)) return kArmDotprodGemmName;  // kernels/quant/gemm_arm_dotprod.h
   return arm_i8mm_takes(DType::Q4_0) ? kArmI8mmGemmName : HWY_DYNAMIC_DISPATCH(GemmName)();
 }
 
@@ -663,6 +665,8 @@ void quant_gemm(DType t, const void* rows, size_t cols, const void* xa, size_t M
   QKV_CHECK(!lanes || M == batch, "quant_gemm: ", M, " of a batch of ", batch,
             " inputs in the inputs-in-lanes layout (a call takes it whole)");
   if (tables == nullptr && !row_groups && arm_i8mm_takes(t) && arm_i8mm_gemm(t, rows, cols, xa, M, y, ldy, n_rows)) return;
+  if (tables == nullptr && !row_groups && arm_dotprod_gemm_takes(t) &&
+      arm_dotprod_gemm(t, rows, cols, xa, M, y, ldy, n_rows)) return;
   if (tables == nullptr && !row_groups && avxvnni_takes(t) && avxvnni_gemm(t, rows, cols, xa, M, y, ldy, n_rows)) return;
   QKV_CHECK(HWY_DYNAMIC_DISPATCH(Gemm)(t, rows, cols, xa, M, y, ldy, n_rows, tables, lanes, row_groups),
             "quant_gemm: no kernel for ", dtype_name(t), row_groups ? " row groups" : "",

@@ -29,27 +29,6 @@
 namespace qkv {
 namespace {
 
-// The scalar kernels' 8 f32 lanes (Acc8 in vec_dot.cc) as two vectors: lo
-// holds lanes 0-3, hi lanes 4-7.
-struct Acc {
-  float32x4_t lo = vdupq_n_f32(0.0f), hi = vdupq_n_f32(0.0f);
-  // lane = fma(d, float(int lane), lane), one rounding, as std::fma.
-  void fma(float d, int32x4_t l0, int32x4_t l1) {
-    const float32x4_t dv = vdupq_n_f32(d);
-    lo = vfmaq_f32(lo, vcvtq_f32_s32(l0), dv);
-    hi = vfmaq_f32(hi, vcvtq_f32_s32(l1), dv);
-  }
-  // (a0 + a4 + a2 + a6) + (a1 + a5 + a3 + a7) pairwise, as Acc8::sum.
-  float sum() const {
-    const float32x4_t h = vaddq_f32(hi, lo);
-    return (vgetq_lane_f32(h, 0) + vgetq_lane_f32(h, 2)) + (vgetq_lane_f32(h, 1) + vgetq_lane_f32(h, 3));
-  }
-};
-
-// SDOT lane i = sum of w[4i..4i+3] * a[4i..4i+3]: the scalar kernels' lane i
-// of a 16-value half.
-int32x4_t Dot16(int8x16_t w, const int8_t* a) { return vdotq_s32(vdupq_n_s32(0), w, vld1q_s8(a)); }
-
 // Blocks of 32 against Q8_0 (A = BlockQ8_0), or Q4_1/Q5_1 against Q8_1 with
 // the min term m * s summed in one scalar, as Dot32 / Dot32Min.
 template <class B, class A>
@@ -63,7 +42,7 @@ float Dot32(const uint8_t* row, const A* a, size_t nb) {
     int8x16_t w0, w1;
     Decode32<B>(b, &w0, &w1);
     const float d = Half(b + offsetof(B, d)) * Half(reinterpret_cast<const uint8_t*>(&a[i].d));
-    acc.fma(d, Dot16(w0, a[i].qs), Dot16(w1, a[i].qs + 16));
+    acc.fma(d, Dot16(w0, vld1q_s8(a[i].qs)), Dot16(w1, vld1q_s8(a[i].qs + 16)));
   }
   if constexpr (kMin) return acc.sum() + summs;
   return acc.sum();
@@ -99,8 +78,8 @@ float DotK(const uint8_t* row, const BlockQ8_K* a, size_t nb) {
     }
     int32x4_t l0 = vdupq_n_s32(0), l1 = vdupq_n_s32(0);
     for (int c = 0; c < 8; ++c) {
-      l0 = vmlaq_n_s32(l0, Dot16(vld1q_s8(k.w + 32 * c), a[i].qs + 32 * c), k.sc[2 * c]);
-      l1 = vmlaq_n_s32(l1, Dot16(vld1q_s8(k.w + 32 * c + 16), a[i].qs + 32 * c + 16), k.sc[2 * c + 1]);
+      l0 = vmlaq_n_s32(l0, Dot16(vld1q_s8(k.w + 32 * c), vld1q_s8(a[i].qs + 32 * c)), k.sc[2 * c]);
+      l1 = vmlaq_n_s32(l1, Dot16(vld1q_s8(k.w + 32 * c + 16), vld1q_s8(a[i].qs + 32 * c + 16)), k.sc[2 * c + 1]);
     }
     acc.fma(d, l0, l1);
   }

@@ -2,10 +2,12 @@
 // CPU beyond the Highway dispatch: the Armv8 SDOT kernels
 // (kernels/quant/vec_dot_arm_dotprod.h) where the core has the dot product,
 // read from AT_HWCAP, and the i8mm GEMM (kernels/quant/gemm_arm_i8mm.h) where
-// it has the int8 matrix multiply, read from AT_HWCAP2, since Highway 1.0.3's
-// NEON and SVE targets use neither.
+// it has the int8 matrix multiply, read from AT_HWCAP2, else the SDOT GEMM
+// (kernels/quant/gemm_arm_dotprod.h) for those batches where it has the dot
+// product, since Highway 1.0.3's NEON and SVE targets use neither.
 #include "kernels/machine/arm_features.h"
 #include "kernels/machine/isa_cap.h"
+#include "kernels/quant/gemm_arm_dotprod.h"
 #include "kernels/quant/gemm_arm_i8mm.h"
 #include "kernels/quant/vec_dot.h"
 #include "kernels/quant/vec_dot_arm_dotprod.h"
@@ -31,6 +33,11 @@ bool arm_dotprod_takes(DType t) {
 
 bool arm_i8mm_takes(DType t) {
   if (!arm_i8mm_kernel(t) || !arm_features().i8mm) return false;
+  return !capped_below_dot_product();
+}
+
+bool arm_dotprod_gemm_takes(DType t) {
+  if (!arm_dotprod_gemm_kernel(t) || !arm_features().dotprod || arm_i8mm_takes(t)) return false;
   return !capped_below_dot_product();
 }
 
