@@ -26,6 +26,7 @@
 #include "kernels/dtype.h"
 #include "kernels/linear.h"
 #include "kernels/linear_internal.h"
+#include "kernels/machine/isa_cap.h"
 #include "kernels/quant/activation.h"
 #include "kernels/quant/gemm_amx.h"
 #include "kernels/quant/row_groups.h"
@@ -495,8 +496,11 @@ int register_all() {
     for (bool stream : {false, true}) {
       const int64_t rows = stream ? 5632 : 256, cols = 2048;
       const std::string shape = std::to_string(rows) + "x" + std::to_string(cols);
-      for (const int64_t target : hwy::SupportedAndGeneratedTargets()) {
-        if (target != HWY_AVX2 && target != HWY_AVX3 && target != HWY_AVX3_DL) continue;
+      // The targets under QKV_ISA's cap (hwy::SupportedAndGeneratedTargets
+      // would re-choose the dispatch target from all the CPU's, cap ignored,
+      // for every benchmark after it: kernels/machine/isa_cap.h).
+      for (const int64_t target : {int64_t{HWY_AVX2}, int64_t{HWY_AVX3}, int64_t{HWY_AVX3_DL}}) {
+        if ((supported_simd_targets() & HWY_TARGETS & target) == 0) continue;
         for (bool simd : {false, true}) {
           if (!simd && target != HWY_AVX2) continue;
           const std::string name = std::string(stream ? "quant_rows_stream/" : "quant_rows/") + dtype_name(t) + "/" +
@@ -565,7 +569,8 @@ int register_all() {
         }
       }
     }
-    for (const auto& s : {kMatvecShapes[3], kMatvecShapes[4]}) {
+    // The 143M model's FFN shapes (short rows: per-tile costs show) and the 1.1B model's.
+    for (const auto& s : kMatmulSmallShapes) {
       const std::string shape = std::to_string(s.rows) + "x" + std::to_string(s.cols);
       auto* b = benchmark::RegisterBenchmark(("matmul/" + std::string(dtype_name(t)) + "/" + shape).c_str(),
                                              BM_matmul, t, s.rows, s.cols, 0, false);

@@ -13,7 +13,7 @@ set -euo pipefail
 usage() {
   cat <<'EOF'
 usage: scripts/speed_table.sh [--llama-cpp DIR] [--out DIR] [--threads N] [--quick] [--reps N]
-                              [--all-types] [--isa LEVEL]
+                              [--all-types] [--isa LEVEL] [--cases REGEX]
                               [--embed [--embed-batch N] [--embed-texts N] [--embed-lengths L]]
   --embed          the encoder table instead: bge-small, bge-base and nomic-embed in F16 and
                    Q8_0, qkv bench --embed beside llama-embedding (sentences/s for 256 texts
@@ -30,6 +30,7 @@ usage: scripts/speed_table.sh [--llama-cpp DIR] [--out DIR] [--threads N] [--qui
                    (default: build/speed)
   --threads N      threads for both runtimes (default: qkv's, one per physical core)
   --quick          only the 143M cases (--embed: only bge-small)
+  --cases REGEX    only the cases whose name (143M-f16, 1.1B-q4_k_m, ...) matches REGEX (bash =~)
   --all-types      143M and 1.1B each in F16, Q8_0, Q4_0 and Q4_K_M (8 cases; default: 5 of them)
   --isa LEVEL      qkv runs with its kernels capped at LEVEL (QKV_ISA: avx2, avx2-vnni, avx512, ...);
                    beside a llama.cpp built for the same level, e.g. AVX2 only
@@ -54,6 +55,7 @@ threads=""
 reps_all=""
 quick=0
 all_types=0
+only_cases=""
 isa=""
 embed=0
 embed_batch=2048
@@ -61,10 +63,11 @@ embed_texts=256
 embed_lengths=16,64,256,512
 while (($# > 0)); do
   case $1 in
-    --llama-cpp | --out | --threads | --reps | --embed-batch | --embed-texts | --embed-lengths | --isa)
+    --llama-cpp | --out | --threads | --reps | --embed-batch | --embed-texts | --embed-lengths | --isa | --cases)
       (($# >= 2)) || die_usage "$1 needs a value"
       case $1 in
         --isa) isa=$2 ;;
+        --cases) only_cases=$2 ;;
         --embed-lengths) embed_lengths=$2 ;;
         --embed-texts) embed_texts=$2 ;;
         --embed-batch) embed_batch=$2 ;;
@@ -157,6 +160,7 @@ selected=()
 for c in "${cases[@]}"; do
   IFS='|' read -r name shape type plen reps has_batch <<<"$c"
   if ((quick)) && [[ $shape != 143M ]]; then continue; fi
+  if [[ -n $only_cases && ! $name =~ $only_cases ]]; then continue; fi
   reps=${reps_all:-$reps}
   selected+=("$name|$shape|$type|$plen|$reps|$has_batch")
   model=$out/$name.gguf
