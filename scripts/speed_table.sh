@@ -98,6 +98,11 @@ for v in "--embed-batch:$embed_batch" "--embed-texts:$embed_texts"; do
 done
 [[ $embed_lengths =~ ^[1-9][0-9]*(,[1-9][0-9]*)*$ ]] ||
   die_usage "--embed-lengths takes lengths such as 16,64, not '$embed_lengths'"
+if [[ -n $only_cases ]]; then
+  regex_rc=0
+  [[ "" =~ $only_cases ]] || regex_rc=$?
+  ((regex_rc != 2)) || die_usage "--cases takes a bash regular expression, not '$only_cases'"
+fi
 [[ -x $qkv ]] || { echo "speed_table.sh: no qkv binary at $qkv (build it first; this script builds nothing)" >&2; exit 1; }
 
 if [[ -n $isa ]]; then
@@ -130,8 +135,6 @@ if [[ -n $llama_dir ]]; then
     llama_dir=$(cd "$llama_dir" && pwd)
   fi
 fi
-mkdir -p "$out"
-
 # name | make-model shape | type | prefill length | reps | 16-sequence row (1/0)
 cases=(
   "143M-f16|143M|f16|512|5|1"
@@ -152,6 +155,14 @@ if ((all_types)); then
     "1.1B-q4_k_m|1.1B|q4_k_m|256|3|1"
   )
 fi
+if [[ -n $only_cases ]]; then
+  names=""
+  for c in "${cases[@]}"; do
+    if [[ ${c%%|*} =~ $only_cases ]]; then names+=" ${c%%|*}"; fi
+  done
+  [[ -n $names ]] || die_usage "--cases '$only_cases' matches none of the table's cases ($(IFS=' '; echo "${cases[*]%%|*}")); --all-types lists all 8"
+fi
+mkdir -p "$out"
 steps=32       # decode steps: llama-bench -n, llama-batched-bench -ntg
 batch_depth=128  # positions before the batched steps: llama-batched-bench -npp
 batch=16       # sequences stepping together: llama-batched-bench -npl

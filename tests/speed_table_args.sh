@@ -27,6 +27,8 @@ expect 2 "unexpected argument 'somewhere'" somewhere
 expect 2 "--embed-batch takes a positive integer, not '0'" --embed --embed-batch 0
 expect 2 "--embed-lengths takes lengths such as 16,64, not '16,'" --embed --embed-lengths 16,
 expect 2 "--isa needs a value" --isa
+expect 2 "--cases takes a bash regular expression, not '('" --cases '(' --out /nonexistent/speed
+expect 2 "--cases '^7B' matches none of the table's cases" --cases '^7B' --out /nonexistent/speed
 expect 0 "" --help
 out=$(QKV_BIN=/nonexistent/qkv bash "$script" --quick 2>&1)
 rc=$?
