@@ -30,6 +30,7 @@
 #include "kernels/quant/activation.h"
 #include "kernels/quant/gemm_amx.h"
 #include "kernels/quant/row_groups.h"
+#include "kernels/quant/gemm_avx2_lanes.h"
 #include "kernels/quant/vec_dot.h"
 #include "hwy/targets.h"
 
@@ -237,6 +238,7 @@ void BM_matmul(benchmark::State& state, DType t, int64_t rows, int64_t cols, int
   set_quant_gemm_packed(mode != 6);
   detail::set_matmul_small_bf16(mode != 7);
   set_quant_gemm_lanes(mode != 8);
+  set_avx2_lanes(mode != 8);
   set_quant_gemm_few(mode != 9);
   set_quant_gemm_amx(mode != 10);
   size_t i = 0;

@@ -23,6 +23,8 @@
 #include "kernels/error.h"
 #include "kernels/linear_internal.h"
 #include "kernels/quant/gemm_amx.h"
+#include "kernels/quant/gemm_avx2_lanes.h"
+#include "kernels/quant/vec_dot_avxvnni.h"
 #include "kernels/quant/gemm_arm_dotprod.h"
 #include "kernels/quant/gemm_arm_i8mm.h"
 #include "kernels/quant/vec_dot.h"
@@ -37,6 +39,12 @@ bool g_block_gemm_allowed = true;
 
 // Whether W's batch of M takes the tile kernel's one pass over a few inputs.
 bool takes_few(const Matrix& W, int64_t M) { return !W.row_groups && quant_gemm_few(W.type, static_cast<size_t>(M)); }
+
+// Whether W's batch of M takes the 256-bit inputs-in-lanes kernel
+// (kernels/quant/gemm_avx2_lanes.h: CPUs without AVX-512 VNNI).
+bool takes_lanes8(const Matrix& W, int64_t M) {
+  return !W.row_groups && avx2_lanes_takes(W.type, static_cast<size_t>(M));
+}
 
 // Activation bytes of one panel of inputs (L2 holds a panel and a row block).
 constexpr size_t kPanelBytes = 128 * 1024;
@@ -91,15 +99,19 @@ struct BatchActivations {
       for (int64_t m = 0; m < M; ++m) quantize_activation(t, X + m * Ws[0].cols, cols, out + m * n);
     }
     table_types.clear();
-    if (!packed) return;
     for (int i = 0; i < count; ++i) {
-      if (takes_few(Ws[i], M)) continue;
+      const bool lanes8 = takes_lanes8(Ws[i], M);
+      if (!lanes8 && (!packed || takes_few(Ws[i], M))) continue;
       const DType t = Ws[i].type;
       const auto key = std::make_pair(t, Ws[i].row_groups);
       if (std::find(table_types.begin(), table_types.end(), key) != table_types.end()) continue;
       const size_t k = table_types.size();
       table_types.push_back(key);
       if (tables.size() <= k) tables.resize(k + 1), table_floats.resize(k + 1);
+      if (lanes8) {
+        prepare_lanes8(t, cols, M, k);
+        continue;
+      }
       // Floats per input of the packed layout (its tiles start at multiples of
       // them); a batch small enough for the lanes layout is one panel.
       const bool lanes = !Ws[i].row_groups;
@@ -123,6 +135,22 @@ struct BatchActivations {
       }
     }
   }
+  // The 256-bit inputs-in-lanes layout of t's inputs in tables[k]: groups of
+  // 8, independent, so a prefill-sized batch lays them out in a region.
+  void prepare_lanes8(DType t, size_t cols, int64_t M, size_t k) {
+    table_floats[k] = avx2_lanes_table_floats(t, cols);
+    const int64_t G = static_cast<int64_t>(kAvx2LanesGroup), groups = (M + G - 1) / G;
+    tables[k].resize(table_floats[k] * static_cast<size_t>(groups * G));
+    const uint8_t* in = act[static_cast<int>(act_type(t))];
+    const size_t ab = bytes[static_cast<int>(act_type(t))];
+#pragma omp parallel for schedule(static) if (M * static_cast<int64_t>(cols) >= (int64_t{1} << 18) && \
+                                                  !omp_in_parallel() && current_team() == nullptr)
+    for (int64_t g = 0; g < groups; ++g) {
+      const int64_t m0 = g * G;
+      avx2_lanes_tables(t, in + static_cast<size_t>(m0) * ab, cols, static_cast<size_t>(std::min(G, M - m0)),
+                        tables[k].data() + static_cast<size_t>(m0) * table_floats[k]);
+    }
+  }
 };
 
 }  // namespace
@@ -141,7 +169,13 @@ bool block_gemm_type(DType t, int64_t M) {
   // input: Q4_0 prefill 256 at 19.0 against 10.8 tok/s but 16 sequences at
   // 8.1 against 11.6; Q4_K_M prefill 15.6 against 14.7, 16 sequences 12.9
   // against 11.7.
-  if (!quant_gemm_available(t) && dtype_block_values(t) == 32 && M <= kMatmulSmallMaxM) return false;
+  // From kAvx2LanesMinInputs the 256-bit inputs-in-lanes kernel takes them
+  // (kernels/quant/gemm_avx2_lanes.h), and on AVX-VNNI CPUs the {vex}
+  // vpdpbusd tiles below that.
+  if (!quant_gemm_available(t) && dtype_block_values(t) == 32 && M <= kMatmulSmallMaxM && !avxvnni_takes(t) &&
+      !avx2_lanes_takes(t, static_cast<size_t>(M))) {
+    return false;
+  }
   if (quant_gemm_few(t, static_cast<size_t>(M))) return true;
   // Batches too small for the packed kernel go input by input through the
   // decode matvec (kernels/linear.cc); Q8_0's own matvec is not ggml's.
@@ -181,7 +215,10 @@ void matmul_block_gemm(const Matrix* Ws, float* const* Ys, int count, const floa
   const int64_t row_unit = amx ? 16 : packed ? 32 : 4;
   // Inputs per panel: a multiple of the tile kernel's 4, or of the packed
   // kernel's tiles, which its tables are laid out in (kernels/quant/vec_dot.h).
-  const int64_t unit = amx ? 16 : packed ? static_cast<int64_t>(kQuantGemmTileInputs) : 4;
+  // (The 256-bit lanes layout: groups of 8.)
+  bool any_lanes8 = false;
+  for (int i = 0; i < count; ++i) any_lanes8 = any_lanes8 || takes_lanes8(Ws[i], M);
+  const int64_t unit = amx ? 16 : packed ? static_cast<int64_t>(kQuantGemmTileInputs) : any_lanes8 ? 8 : 4;
   static thread_local BatchActivations xa_buf;
   xa_buf.prepare(Ws, count, X, M, packed, xq);
   const BatchActivations& xa = xa_buf;  // the caller's copy, read by every thread
@@ -234,7 +271,8 @@ void matmul_block_gemm(const Matrix* Ws, float* const* Ys, int count, const floa
         quant_gemm(W.type, static_cast<const uint8_t*>(W.data) + r0 * rb, cols,
                    xa.act[a] + static_cast<size_t>(m0) * xa.bytes[a], static_cast<size_t>(m1 - m0),
                    Ys[i] + m0 * W.rows + r0, static_cast<size_t>(W.rows), static_cast<size_t>(r1 - r0),
-                   packed && !takes_few(W, M) ? xa.tables_for(W, m0) : nullptr, static_cast<size_t>(M), W.row_groups);
+                   (packed && !takes_few(W, M)) || takes_lanes8(W, M) ? xa.tables_for(W, m0) : nullptr,
+                   static_cast<size_t>(M), W.row_groups);
       }
     }
   });

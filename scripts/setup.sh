@@ -42,9 +42,14 @@ if [ "${1:-}" = --tests ] && [ "$(dpkg --print-architecture)" = amd64 ]; then
       echo "setup: the aarch64 cross packages did not install; scripts/test.sh will skip its aarch64 stage" >&2
   fi
 fi
+# A package counts as present only in the machine's own architecture (or
+# "all"): once arm64 is added, an unqualified query also finds the cross
+# build's libhwy-dev:arm64 and the amd64 one would never be installed.
+native=$(dpkg --print-architecture)
 missing=()
 for p in "${packages[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  dpkg-query -W -f='${Status} ${Architecture}\n' "$p" 2>/dev/null | grep -qE "^install ok installed ($native|all)$" ||
+    missing+=("$p")
 done
 if [ ${#missing[@]} -eq 0 ]; then
   echo "setup: all build dependencies present"

@@ -24,6 +24,16 @@ inline uint16_t rand_scale(std::mt19937& g, float lo, float hi) {
   return f32_to_f16(std::uniform_real_distribution<float>(lo, hi)(g));
 }
 
+// Byte offset of the f16 scale d in a block of t (the min/dmin, where there is one, at d + 2).
+inline size_t d_offset(DType t) {
+  switch (t) {
+    case DType::Q2_K: return offsetof(BlockQ2_K, d);
+    case DType::Q3_K: return offsetof(BlockQ3_K, d);
+    case DType::Q6_K: return offsetof(BlockQ6_K, d);
+    default: return 0;
+  }
+}
+
 // Random blocks: random bits everywhere, then finite f16 scales of a sane size.
 inline std::vector<uint8_t> random_rows(DType t, size_t rows, size_t cols, std::mt19937& g) {
   std::vector<uint8_t> w(rows * dtype_row_bytes(t, cols));

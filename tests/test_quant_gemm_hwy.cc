@@ -18,6 +18,8 @@
 #include "kernels/dtype.h"
 #include "kernels/machine/isa_cap.h"
 #include "kernels/quant/vec_dot.h"
+#include "kernels/quant/gemm_avx2_lanes.h"
+#include "kernels/quant/vec_dot_avxvnni.h"
 #include "tests/quant_fixture.h"
 #include "tests/simd_targets.h"
 
@@ -84,6 +86,11 @@ TEST_CASE("the AVX2 targets have the GEMM on rows but neither the packed kernel 
     if (!quant_gemm_rows_available(DType::Q4_K) || quant_gemm_available(DType::Q4_K)) return;
     CHECK_FALSE(quant_gemm_packed(16));
     CHECK_FALSE(quant_gemm_lanes(DType::Q4_0, 16));
-    CHECK(std::string(quant_gemm_name()) == "AVX2 integer block GEMM");
+    // An AVX-VNNI CPU capped below AVX-512 runs the {vex} vpdpbusd kernels
+    // whatever the Highway target, and any AVX2 CPU the inputs-in-lanes kernel from 8 inputs.
+    CHECK(std::string(quant_gemm_name()) ==
+          (avxvnni_takes(DType::Q4_0)                          ? "AVX-VNNI integer block GEMM, inputs in lanes from 8"
+           : avx2_lanes_takes(DType::Q4_0, kAvx2LanesMinInputs) ? "AVX2 integer block GEMM, inputs in lanes from 8"
+                                                                : "AVX2 integer block GEMM"));
   });
 }

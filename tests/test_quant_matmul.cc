@@ -41,6 +41,7 @@
 #include "kernels/batch_activations.h"
 #include "kernels/linear_internal.h"
 #include "kernels/quant/row_groups.h"
+#include "kernels/quant/gemm_avx2_lanes.h"
 #include "kernels/quant/vec_dot.h"
 #include "kernels/threads/team.h"
 #include "tests/linear_fixture.h"
@@ -119,6 +120,21 @@ void check_block_gemm(const TestMatrix& w, const std::vector<float>& X, int64_t 
   }
   const int64_t rows = w.m.rows, cols = w.m.cols;
   const DType t = w.m.type;
+  if (avx2_lanes_takes(t, static_cast<size_t>(M))) {
+    // The 256-bit inputs-in-lanes kernel: its reference's bits (kernels/quant/gemm_avx2_lanes.h).
+    const size_t ab = act_bytes(t, static_cast<size_t>(cols));
+    std::vector<uint8_t> xs(ab * static_cast<size_t>(M));
+    for (int64_t m = 0; m < M; ++m) {
+      quantize_activation(t, X.data() + m * cols, static_cast<size_t>(cols), xs.data() + static_cast<size_t>(m) * ab);
+    }
+    std::vector<float> ref(Y.size());
+    avx2_lanes_gemm_scalar(t, w.bytes.data(), static_cast<size_t>(cols), xs.data(), static_cast<size_t>(M), ref.data(),
+                           static_cast<size_t>(rows), static_cast<size_t>(rows));
+    int64_t differ = 0;
+    for (size_t i = 0; i < Y.size(); ++i) differ += !(Y[i] == ref[i]);
+    CHECK(differ == 0);
+    return;
+  }
   std::vector<uint8_t> xa(act_bytes(t, static_cast<size_t>(cols)));
   std::vector<float> y(static_cast<size_t>(rows));
   int64_t bad = 0;
@@ -174,6 +190,7 @@ TEST_CASE("matmul of every block type matches the fp64 reference at every batch 
         detail::set_block_gemm(mode != 2);
         set_quant_gemm_packed(mode == 0 || mode == 3);
         set_quant_gemm_lanes(mode == 0);
+        set_avx2_lanes(mode == 0);
         for (int64_t M : {2, 3, 5, 16, 17, 33, 64, 300}) {
           for (int threads : {1, 2}) {
             CAPTURE(cols);
@@ -187,6 +204,7 @@ TEST_CASE("matmul of every block type matches the fp64 reference at every batch 
       detail::set_block_gemm(true);
       set_quant_gemm_packed(true);
       set_quant_gemm_lanes(true);
+      set_avx2_lanes(true);
     }
   }
 }

@@ -15,6 +15,7 @@
 #include "kernels/quant/gemm_arm_dotprod.h"
 #include "kernels/quant/gemm_arm_i8mm.h"
 #include "kernels/quant/vec_dot_arm_dotprod.h"
+#include "kernels/quant/gemm_avx2_lanes.h"
 #include "kernels/quant/vec_dot_avxvnni.h"
 #include "kernels/transpose16x16.h"
 #include "hwy/aligned_allocator.h"
@@ -599,9 +600,13 @@ const char* quant_gemm_name() {
   // block_gemm's batches of kQuantGemmAmxMinInputs and more, the VNNI kernels below.
   static_assert(kQuantGemmAmxMinInputs == 16, "the AMX name's figure");
   if (quant_gemm_amx_usable()) return "AMX int8 tiles from 16 inputs, AVX-512 VNNI integer block GEMM below";
-  if (avxvnni_takes(DType::Q4_0)) return "AVX-VNNI integer block GEMM";  // kernels/quant/vec_dot_avxvnni.h
+  // kernels/quant/vec_dot_avxvnni.h, and from 8 inputs kernels/quant/gemm_avx2_lanes.h.
+  static_assert(kAvx2LanesMinInputs == 8, "the lanes kernel's figure in the names");
+  if (avxvnni_takes(DType::Q4_0)) return "AVX-VNNI integer block GEMM, inputs in lanes from 8";
   if (arm_dotprod_gemm_takes(DType::Q4_0)) return kArmDotprodGemmName;  // kernels/quant/gemm_arm_dotprod.h
-  return arm_i8mm_takes(DType::Q4_0) ? kArmI8mmGemmName : HWY_DYNAMIC_DISPATCH(GemmName)();
+  if (arm_i8mm_takes(DType::Q4_0)) return kArmI8mmGemmName;
+  if (avx2_lanes_takes(DType::Q4_0, kAvx2LanesMinInputs)) return "AVX2 integer block GEMM, inputs in lanes from 8";
+  return HWY_DYNAMIC_DISPATCH(GemmName)();
 }
 
 namespace {
@@ -667,6 +672,11 @@ void quant_gemm(DType t, const void* rows, size_t cols, const void* xa, size_t M
   if (tables == nullptr && !row_groups && arm_i8mm_takes(t) && arm_i8mm_gemm(t, rows, cols, xa, M, y, ldy, n_rows)) return;
   if (tables == nullptr && !row_groups && arm_dotprod_gemm_takes(t) &&
       arm_dotprod_gemm(t, rows, cols, xa, M, y, ldy, n_rows)) return;
+  Avx2LanesOp lanes8_op;
+  if (tables != nullptr && !row_groups && avx2_lanes_takes(t, batch, &lanes8_op)) {
+    avx2_lanes_gemm(t, rows, cols, tables, M, y, ldy, n_rows, lanes8_op);
+    return;
+  }
   if (tables == nullptr && !row_groups && avxvnni_takes(t) && avxvnni_gemm(t, rows, cols, xa, M, y, ldy, n_rows)) return;
   QKV_CHECK(HWY_DYNAMIC_DISPATCH(Gemm)(t, rows, cols, xa, M, y, ldy, n_rows, tables, lanes, row_groups),
             "quant_gemm: no kernel for ", dtype_name(t), row_groups ? " row groups" : "",

@@ -1,13 +1,15 @@
 // The AVX-VNNI block kernels with an exact AVX2 emulation of vpdpbusd, so
 // that the kernel code of vec_dot_avxvnni_vex.cc runs, and is tested, on any
-// AVX2 CPU (kernels/quant/vec_dot_avxvnni.h). Compiled for AVX2 without
-// avxvnni (or any VNNI): only vec_dot_avxvnni_vex.cc may contain the VEX
-// vpdpbusd.
+// AVX2 CPU (kernels/quant/vec_dot_avxvnni.h); with it and with AVX2's
+// vpmaddubsw, the inputs-in-lanes GEMM (kernels/quant/gemm_avx2_lanes.h).
+// Compiled for AVX2 without avxvnni (or any VNNI): only
+// vec_dot_avxvnni_vex.cc may contain the VEX vpdpbusd.
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
 
 #include "kernels/quant/blocks.h"
+#include "kernels/quant/gemm_avx2_lanes.h"
 #include "kernels/quant/vec_dot_avxvnni.h"
 
 #if defined(__x86_64__)
@@ -39,9 +41,27 @@ struct EmulatedDot {
   }
 };
 
+// AVX2's own integer dot product, exact where no pair of products leaves
+// int16 in vpmaddubsw: u < 128 (the 4- and 5-bit types' biased weights).
+struct MaddubsDot {
+  static __m256i Dot(__m256i acc, __m256i u, __m256i a) {
+    return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(u, a), _mm256_set1_epi16(1)));
+  }
+};
+
 #include "kernels/quant/vec_dot_avxvnni-inl.h"
+#include "kernels/quant/gemm_avx2_lanes-inl.h"
 
 }  // namespace
+
+void detail::avx2_lanes_avx2_kernel(DType t, const uint8_t* rows, size_t cols, const float* tables, size_t M, float* y,
+                                    size_t ldy, size_t n_rows, uint8_t* scratch, bool maddubs) {
+  if (maddubs) {
+    Lanes8Kernel<MaddubsDot>(t, rows, cols, tables, M, y, ldy, n_rows, scratch);
+  } else {
+    Lanes8Kernel<EmulatedDot>(t, rows, cols, tables, M, y, ldy, n_rows, scratch);
+  }
+}
 
 bool detail::avxvnni_emulated_kernel(DType t, const void* rows, size_t cols, const AvxVnniInput* in, size_t M,
                                      float* y, size_t ldy, size_t n_rows) {
@@ -71,5 +91,8 @@ bool qkv::detail::avxvnni_emulated_kernel(DType, const void*, size_t, const AvxV
 }
 
 void qkv::detail::avxvnni_emulated_dot(const uint8_t*, const int8_t*, int32_t*) {}
+
+void qkv::detail::avx2_lanes_avx2_kernel(DType, const uint8_t*, size_t, const float*, size_t, float*, size_t, size_t,
+                                         uint8_t*, bool) {}
 
 #endif

@@ -1,13 +1,14 @@
 // The AVX-VNNI block kernels with the instruction itself: the one file of the
 // tree compiled with avxvnni (the VEX-encoded vpdpbusd), whose functions run
 // only after avxvnni_dot_rows / avxvnni_gemm have checked that the CPU has
-// AVX-VNNI (kernels/quant/vec_dot_avxvnni.h). No AVX-512 feature is enabled
+// AVX-VNNI (kernels/quant/vec_dot_avxvnni.h, gemm_avx2_lanes.h). No AVX-512 feature is enabled
 // here, so every instruction of the file is VEX-encoded.
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
 
 #include "kernels/quant/blocks.h"
+#include "kernels/quant/gemm_avx2_lanes.h"
 #include "kernels/quant/vec_dot_avxvnni.h"
 
 #if defined(__x86_64__)
@@ -28,12 +29,18 @@ struct VexDot {
 };
 
 #include "kernels/quant/vec_dot_avxvnni-inl.h"
+#include "kernels/quant/gemm_avx2_lanes-inl.h"
 
 }  // namespace
 
 bool detail::avxvnni_vex_kernel(DType t, const void* rows, size_t cols, const AvxVnniInput* in, size_t M, float* y,
                                 size_t ldy, size_t n_rows) {
   return RunKernel<VexDot>(t, rows, cols, in, M, y, ldy, n_rows);
+}
+
+void detail::avx2_lanes_vex_kernel(DType t, const uint8_t* rows, size_t cols, const float* tables, size_t M, float* y,
+                                   size_t ldy, size_t n_rows, uint8_t* scratch) {
+  Lanes8Kernel<VexDot>(t, rows, cols, tables, M, y, ldy, n_rows, scratch);
 }
 
 void detail::avxvnni_vex_dot(const uint8_t* u, const int8_t* a, int32_t* acc) {
@@ -58,5 +65,8 @@ bool qkv::detail::avxvnni_vex_kernel(DType, const void*, size_t, const AvxVnniIn
 }
 
 void qkv::detail::avxvnni_vex_dot(const uint8_t*, const int8_t*, int32_t*) {}
+
+void qkv::detail::avx2_lanes_vex_kernel(DType, const uint8_t*, size_t, const float*, size_t, float*, size_t, size_t,
+                                        uint8_t*) {}
 
 #endif

@@ -1,0 +1,254 @@
+// The inputs-in-lanes kernel of kernels/quant/gemm_avx2_lanes.h, a template
+// over the dot-product op (Op::Dot(acc, u, a): acc + per int32 lane the four
+// products of unsigned bytes u and signed bytes a) and the block decoder
+// (vec_dot_avxvnni_blocks-inl.h's Unpack: a block as 32 unsigned bytes
+// u = q + kOffset).
+//
+// Included by vec_dot_avxvnni_vex.cc and vec_dot_avxvnni_emulated.cc after
+// vec_dot_avxvnni-inl.h, inside their anonymous namespace and target region.
+
+// Words of one (group, block) of the layout: 8 x 8 activation quads, then 8
+// da, 8 sa and 8 corr (kernels/quant/gemm_avx2_lanes.cc writes it).
+constexpr size_t kLanes8BlockWords = 88;
+constexpr size_t kLanes8Rows = 4;  // rows per tile: 4 int32 sums and 4 f32 accumulators in registers
+
+// One row's blocks decoded: 32 bytes u per block at u, its f32 scale and
+// (Q4_1/Q5_1) min at dw[i], mw[i].
+template <class Dec>
+inline void Lanes8DecodeRow(const uint8_t* row, size_t nb, uint8_t* u, float* dw, float* mw) {
+  using B = typename Dec::Block;
+  for (size_t i = 0; i < nb; ++i) {
+    const uint8_t* b = row + i * sizeof(B);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(u + 32 * i), Dec::Unpack(b));
+    dw[i] = HalfAt(b);  // d is every 32-value block's first field
+    if constexpr (Dec::kMin) mw[i] = HalfAt(b + 2);
+  }
+}
+
+inline __m256i Broadcast4(const uint8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return _mm256_set1_epi32(v);
+}
+
+// R decoded rows (row r at u + r * us, its scales at dw/mw + r * nb) against
+// one group of 8 inputs (tab: the group's first block); outputs of the first
+// `lanes` inputs to y[c * ldy + r].
+template <class Op, class Dec, size_t R>
+__attribute__((noinline)) void Lanes8Tile(const uint8_t* __restrict u, size_t us, const float* __restrict dw,
+                                          const float* __restrict mw, size_t nb, const uint32_t* __restrict tab,
+                                          float* __restrict y, size_t ldy, size_t lanes) {
+  __m256 acc[R];
+  for (size_t r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
+  for (size_t i = 0; i < nb; ++i) {
+    const uint32_t* blk = tab + i * kLanes8BlockWords;
+    const __m256i corr = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 80));
+    __m256i s[R];
+    for (size_t r = 0; r < R; ++r) s[r] = corr;
+    for (size_t k = 0; k < 8; ++k) {
+      const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 8 * k));
+      for (size_t r = 0; r < R; ++r) s[r] = Op::Dot(s[r], Broadcast4(u + r * us + 32 * i + 4 * k), a);
+    }
+    const __m256 da = _mm256_loadu_ps(reinterpret_cast<const float*>(blk + 64));
+    for (size_t r = 0; r < R; ++r) {
+      acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[r]), _mm256_mul_ps(da, _mm256_set1_ps(dw[r * nb + i])), acc[r]);
+    }
+    if constexpr (Dec::kMin) {
+      const __m256 sa = _mm256_loadu_ps(reinterpret_cast<const float*>(blk + 72));
+      for (size_t r = 0; r < R; ++r) acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(mw[r * nb + i]), sa, acc[r]);
+    }
+  }
+  for (size_t r = 0; r < R; ++r) {
+    alignas(32) float out[8];
+    _mm256_store_ps(out, acc[r]);
+    for (size_t c = 0; c < lanes; ++c) y[c * ldy + r] = out[c];
+  }
+}
+
+// Rows in tiles of kLanes8Rows (decoded once, then every group of the batch
+// against them), the last tile smaller.
+template <class Op, class Dec>
+void Lanes8Rows(const uint8_t* rows, size_t cols, const float* tables, size_t M, float* y, size_t ldy,
+                size_t n_rows, uint8_t* scratch) {
+  const size_t nb = cols / 32, rb = nb * sizeof(typename Dec::Block);
+  uint8_t* u = scratch;
+  float* dw = reinterpret_cast<float*>(scratch + kLanes8Rows * 32 * nb);
+  float* mw = dw + kLanes8Rows * nb;
+  const auto* tab = reinterpret_cast<const uint32_t*>(tables);
+  const size_t groups = (M + 7) / 8, group_words = nb * kLanes8BlockWords;
+  for (size_t r0 = 0; r0 < n_rows; r0 += kLanes8Rows) {
+    const size_t rr = n_rows - r0 < kLanes8Rows ? n_rows - r0 : kLanes8Rows;
+    for (size_t r = 0; r < rr; ++r) Lanes8DecodeRow<Dec>(rows + (r0 + r) * rb, nb, u + r * 32 * nb, dw + r * nb, mw + r * nb);
+    for (size_t g = 0; g < groups; ++g) {
+      const size_t lanes = M - 8 * g < 8 ? M - 8 * g : 8;
+      const uint32_t* t = tab + g * group_words;
+      float* yg = y + 8 * g * ldy + r0;
+      switch (rr) {
+        case 1: Lanes8Tile<Op, Dec, 1>(u, 32 * nb, dw, mw, nb, t, yg, ldy, lanes); break;
+        case 2: Lanes8Tile<Op, Dec, 2>(u, 32 * nb, dw, mw, nb, t, yg, ldy, lanes); break;
+        case 3: Lanes8Tile<Op, Dec, 3>(u, 32 * nb, dw, mw, nb, t, yg, ldy, lanes); break;
+        default: Lanes8Tile<Op, Dec, 4>(u, 32 * nb, dw, mw, nb, t, yg, ldy, lanes); break;
+      }
+    }
+  }
+}
+
+// ---- 256-value super-blocks against Q8_K ----
+
+// Words of one (group, super-block): 64 x 8 activation quads, 8 da, then 8
+// asum (the inputs' activation sums) per sub-block of Dec::kSub values.
+template <class Dec>
+constexpr size_t LanesKWords() {
+  return 512 + 8 + kQK / Dec::kSub * 8;
+}
+
+// The super-block's integer mins per sub-block and its f32 dmin, where the
+// type has them (Q2_K per 16 values, Q4_K and Q5_K per 32).
+template <class Dec>
+struct LanesKMins {
+  static constexpr bool kHas = false;
+  static void Get(const uint8_t*, int32_t*, float*) {}
+};
+template <>
+struct LanesKMins<VnniQ2_K> {
+  static constexpr bool kHas = true;
+  static void Get(const uint8_t* b, int32_t* m, float* dmin) {
+    for (int j = 0; j < 16; ++j) m[j] = b[offsetof(BlockQ2_K, scales) + j] >> 4;
+    *dmin = HalfAt(b + offsetof(BlockQ2_K, dmin));
+  }
+};
+struct LanesK4Mins {
+  static constexpr bool kHas = true;
+  static void Get(const uint8_t* b, int32_t* m, float* dmin) {
+    uint64_t sc, mins;
+    K4ScalesMins(b + 4, &sc, &mins);  // scales follow d and dmin in Q4_K and Q5_K
+    for (int j = 0; j < 8; ++j) m[j] = static_cast<int32_t>((mins >> (8 * j)) & 0xFF);
+    *dmin = HalfAt(b + 2);
+  }
+};
+template <>
+struct LanesKMins<VnniQ4_K> : LanesK4Mins {};
+template <>
+struct LanesKMins<VnniQ5_K> : LanesK4Mins {};
+
+// One row's super-blocks decoded: 256 bytes u each, the sub-block scales
+// and mins as int32 (S = kQK / kSub per super-block), d and dmin as f32.
+template <class Dec>
+inline void LanesKDecodeRow(const uint8_t* row, size_t nb, uint8_t* u, int32_t* sc, int32_t* mn, float* dw,
+                            float* dm) {
+  constexpr size_t S = kQK / Dec::kSub;
+  for (size_t i = 0; i < nb; ++i) {
+    const uint8_t* b = row + i * sizeof(typename Dec::Block);
+    __m256i v[8];
+    const __m256i words = Dec::Values(b, v);
+    for (size_t c = 0; c < 8; ++c) _mm256_storeu_si256(reinterpret_cast<__m256i*>(u + 256 * i + 32 * c), v[c]);
+    alignas(32) int16_t w16[16];
+    _mm256_store_si256(reinterpret_cast<__m256i*>(w16), words);
+    for (size_t j = 0; j < S; ++j) sc[i * S + j] = w16[j];
+    dw[i] = Dec::D(b);
+    if constexpr (LanesKMins<Dec>::kHas) LanesKMins<Dec>::Get(b, mn + i * S, dm + i);
+  }
+}
+
+// R decoded rows against one group of 8 inputs: per sub-block j the parts
+// p = vpdpbusd sums started at -offset * asum_j, then s += p * sc_j (and
+// t += asum_j * m_j) in int32; per super-block acc = fma(float(s), da * d,
+// acc), acc = fma(float(t), -(da * dmin), acc).
+template <class Op, class Dec, size_t R>
+__attribute__((noinline)) void LanesKTile(const uint8_t* __restrict u, const int32_t* __restrict sc,
+                                          const int32_t* __restrict mn, const float* __restrict dw,
+                                          const float* __restrict dm, size_t nb, const uint32_t* __restrict tab,
+                                          float* __restrict y, size_t ldy, size_t lanes) {
+  constexpr size_t S = kQK / Dec::kSub, Q = Dec::kSub / 4, W = LanesKWords<Dec>();
+  constexpr bool kMins = LanesKMins<Dec>::kHas;
+  const __m256i neg_offset = _mm256_set1_epi32(-Dec::kOffset);
+  __m256 acc[R];
+  for (size_t r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
+  for (size_t i = 0; i < nb; ++i) {
+    const uint32_t* blk = tab + i * W;
+    const auto* asum = reinterpret_cast<const __m256i*>(blk + 520);
+    __m256i s[R], t[R];
+    for (size_t r = 0; r < R; ++r) s[r] = t[r] = _mm256_setzero_si256();
+    for (size_t j = 0; j < S; ++j) {
+      const __m256i as = _mm256_loadu_si256(asum + j);
+      const __m256i corr = Dec::kOffset == 0 ? _mm256_setzero_si256() : _mm256_mullo_epi32(as, neg_offset);
+      __m256i p[R];
+      for (size_t r = 0; r < R; ++r) p[r] = corr;
+      for (size_t q = 0; q < Q; ++q) {
+        const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 8 * (j * Q + q)));
+        for (size_t r = 0; r < R; ++r) p[r] = Op::Dot(p[r], Broadcast4(u + r * 256 * nb + 256 * i + 4 * (j * Q + q)), a);
+      }
+      for (size_t r = 0; r < R; ++r) {
+        s[r] = _mm256_add_epi32(s[r], _mm256_mullo_epi32(p[r], _mm256_set1_epi32(sc[(r * nb + i) * S + j])));
+        if constexpr (kMins) t[r] = _mm256_add_epi32(t[r], _mm256_mullo_epi32(as, _mm256_set1_epi32(mn[(r * nb + i) * S + j])));
+      }
+    }
+    const __m256 da = _mm256_loadu_ps(reinterpret_cast<const float*>(blk + 512));
+    for (size_t r = 0; r < R; ++r) {
+      acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[r]), _mm256_mul_ps(da, _mm256_set1_ps(dw[r * nb + i])), acc[r]);
+      if constexpr (kMins) {
+        const __m256 f = _mm256_xor_ps(_mm256_mul_ps(da, _mm256_set1_ps(dm[r * nb + i])), _mm256_set1_ps(-0.0f));
+        acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(t[r]), f, acc[r]);
+      }
+    }
+  }
+  for (size_t r = 0; r < R; ++r) {
+    alignas(32) float out[8];
+    _mm256_store_ps(out, acc[r]);
+    for (size_t c = 0; c < lanes; ++c) y[c * ldy + r] = out[c];
+  }
+}
+
+template <class Op, class Dec>
+void LanesKRows(const uint8_t* rows, size_t cols, const float* tables, size_t M, float* y, size_t ldy, size_t n_rows,
+                uint8_t* scratch) {
+  constexpr size_t S = kQK / Dec::kSub;
+  const size_t nb = cols / kQK, rb = nb * sizeof(typename Dec::Block);
+  uint8_t* u = scratch;
+  auto* sc = reinterpret_cast<int32_t*>(scratch + kLanes8Rows * 256 * nb);
+  int32_t* mn = sc + kLanes8Rows * S * nb;
+  auto* dw = reinterpret_cast<float*>(mn + kLanes8Rows * S * nb);
+  float* dm = dw + kLanes8Rows * nb;
+  const auto* tab = reinterpret_cast<const uint32_t*>(tables);
+  const size_t groups = (M + 7) / 8, group_words = nb * LanesKWords<Dec>();
+  for (size_t r0 = 0; r0 < n_rows; r0 += kLanes8Rows) {
+    const size_t rr = n_rows - r0 < kLanes8Rows ? n_rows - r0 : kLanes8Rows;
+    // Row r's fields at u + r * 256 nb, sc/mn + r * S nb, dw/dm + r * nb.
+    for (size_t r = 0; r < rr; ++r) {
+      LanesKDecodeRow<Dec>(rows + (r0 + r) * rb, nb, u + r * 256 * nb, sc + r * S * nb, mn + r * S * nb, dw + r * nb,
+                           dm + r * nb);
+    }
+    for (size_t g = 0; g < groups; ++g) {
+      const size_t lanes = M - 8 * g < 8 ? M - 8 * g : 8;
+      const uint32_t* t = tab + g * group_words;
+      float* yg = y + 8 * g * ldy + r0;
+      switch (rr) {
+        case 1: LanesKTile<Op, Dec, 1>(u, sc, mn, dw, dm, nb, t, yg, ldy, lanes); break;
+        case 2: LanesKTile<Op, Dec, 2>(u, sc, mn, dw, dm, nb, t, yg, ldy, lanes); break;
+        case 3: LanesKTile<Op, Dec, 3>(u, sc, mn, dw, dm, nb, t, yg, ldy, lanes); break;
+        default: LanesKTile<Op, Dec, 4>(u, sc, mn, dw, dm, nb, t, yg, ldy, lanes); break;
+      }
+    }
+  }
+}
+
+// Every block type; false for the others.
+template <class Op>
+bool Lanes8Kernel(DType t, const uint8_t* rows, size_t cols, const float* tables, size_t M, float* y, size_t ldy,
+                  size_t n_rows, uint8_t* scratch) {
+  switch (t) {
+    case DType::Q8_0: Lanes8Rows<Op, VnniQ8_0>(rows, cols, tables, M, y, ldy, n_rows, scratch); return true;
+    case DType::Q4_0: Lanes8Rows<Op, VnniQ4_0>(rows, cols, tables, M, y, ldy, n_rows, scratch); return true;
+    case DType::Q4_1: Lanes8Rows<Op, VnniQ4_1>(rows, cols, tables, M, y, ldy, n_rows, scratch); return true;
+    case DType::Q5_0: Lanes8Rows<Op, VnniQ5_0>(rows, cols, tables, M, y, ldy, n_rows, scratch); return true;
+    case DType::Q5_1: Lanes8Rows<Op, VnniQ5_1>(rows, cols, tables, M, y, ldy, n_rows, scratch); return true;
+    case DType::IQ4_NL: Lanes8Rows<Op, VnniIQ4_NL>(rows, cols, tables, M, y, ldy, n_rows, scratch); return true;
+    case DType::Q2_K: LanesKRows<Op, VnniQ2_K>(rows, cols, tables, M, y, ldy, n_rows, scratch); return true;
+    case DType::Q3_K: LanesKRows<Op, VnniQ3_K>(rows, cols, tables, M, y, ldy, n_rows, scratch); return true;
+    case DType::Q4_K: LanesKRows<Op, VnniQ4_K>(rows, cols, tables, M, y, ldy, n_rows, scratch); return true;
+    case DType::Q5_K: LanesKRows<Op, VnniQ5_K>(rows, cols, tables, M, y, ldy, n_rows, scratch); return true;
+    case DType::Q6_K: LanesKRows<Op, VnniQ6_K>(rows, cols, tables, M, y, ldy, n_rows, scratch); return true;
+    case DType::IQ4_XS: LanesKRows<Op, VnniIQ4_XS>(rows, cols, tables, M, y, ldy, n_rows, scratch); return true;
+    default: return false;
+  }
+}
