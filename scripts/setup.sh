@@ -29,8 +29,10 @@ SUDO=""
 # installed beside libdnnl-dev:amd64 (the two ship different dnnl_config.h), so that
 # build goes without oneDNN. If these cannot install, that stage skips, saying why.
 if [ "${1:-}" = --tests ] && [ "$(dpkg --print-architecture)" = amd64 ]; then
+  # libgomp1:arm64: the OpenMP runtime where qemu-aarch64's loader looks (the cross
+  # toolchain's copy sits in /usr/aarch64-linux-gnu/lib, outside its search path).
   cross=(g++-aarch64-linux-gnu qemu-user libhwy-dev:arm64 libpcre2-dev:arm64 libutf8proc-dev:arm64
-         libcpp-httplib-dev:arm64 libcurl4-openssl-dev:arm64 libssl-dev:arm64)
+         libcpp-httplib-dev:arm64 libcurl4-openssl-dev:arm64 libssl-dev:arm64 libgomp1:arm64)
   cross_missing=()
   for p in "${cross[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || cross_missing+=("$p")

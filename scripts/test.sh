@@ -92,7 +92,7 @@ run_ctest --test-dir build-clang --output-on-failure -j"$jobs" -L asan
 # max 269 s at -j1; the kernels library with its SVE targets compiles in 104 s.
 aarch64_missing=""
 for p in g++-aarch64-linux-gnu qemu-user libhwy-dev:arm64 libpcre2-dev:arm64 libutf8proc-dev:arm64 \
-         libcpp-httplib-dev:arm64 libcurl4-openssl-dev:arm64 libssl-dev:arm64; do
+         libcpp-httplib-dev:arm64 libcurl4-openssl-dev:arm64 libssl-dev:arm64 libgomp1:arm64; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || aarch64_missing+=" $p"
 done
 if [ "${QKV_TEST_SKIP_AARCH64:-0}" = 1 ]; then
