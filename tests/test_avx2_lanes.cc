@@ -197,6 +197,14 @@ TEST_CASE("the selection follows the CPU and the ISA cap") {
   for (DType t : {DType::F16, DType::F32, DType::BF16}) CHECK_FALSE(avx2_lanes_takes(t, 16));
   CHECK_THROWS_AS(avx2_lanes_gemm_scalar(DType::F16, nullptr, 256, nullptr, 1, nullptr, 1, 1), Error);
   CHECK_THROWS_AS(avx2_lanes_gemm_scalar(DType::Q4_K, nullptr, 288, nullptr, 1, nullptr, 1, 1), Error);
+  // Bad calls of the kernel itself: a row length off the blocks, an output
+  // stride below the rows, an op the type or CPU cannot take (vpmaddubsw on Q8_0).
+  std::vector<float> tables(1024), y(64);
+  CHECK_THROWS_AS(avx2_lanes_tables(DType::Q4_0, nullptr, 48, 1, tables.data()), Error);
+  CHECK_THROWS_AS(avx2_lanes_gemm(DType::Q4_0, nullptr, 64, tables.data(), 8, y.data(), 1, 2, Avx2LanesOp::kEmulated),
+                  Error);
+  CHECK_THROWS_AS(avx2_lanes_gemm(DType::Q8_0, nullptr, 64, tables.data(), 8, y.data(), 4, 4, Avx2LanesOp::kMaddubs),
+                  Error);
   CHECK_THROWS_AS(avx2_lanes_gemm_scalar(DType::Q4_0, nullptr, 48, nullptr, 1, nullptr, 1, 1), Error);
 }
 
