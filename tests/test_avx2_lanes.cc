@@ -1,5 +1,5 @@
 // ctest-labels: kernels asan
-// The 256-bit inputs-in-lanes GEMM of the 32-value block types
+// The 256-bit inputs-in-lanes GEMM of the block types
 // (kernels/quant/gemm_avx2_lanes.h): each op's kernel against the plain-C++
 // reference bit for bit (the emulated vpdpbusd and vpmaddubsw on any AVX2
 // CPU, the {vex} vpdpbusd where the CPU has AVX-VNNI, else skipped with a
@@ -7,7 +7,9 @@
 // the selection under the ISA cap, and matmul through the block GEMM equal
 // to the reference where it takes the kernel. Shapes leave partial 4-row
 // tiles and 8-input groups; activations include bytes of -128, -127 and 127;
-// weights f16 scales at the extremes of the format.
+// weights f16 scales at the extremes of the format; saturating blocks (every
+// weight at its largest biased byte against activations all -128 or 127)
+// reach the bounds of vpmaddubsw's int16 sums.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -40,13 +42,28 @@ bool has_min(DType t) {
   return t == DType::Q4_1 || t == DType::Q5_1 || t == DType::Q2_K || t == DType::Q4_K || t == DType::Q5_K;
 }
 
-// Random weights, every third block's d (and min) replaced by an extreme
-// finite f16 (65504, 2^-24, -65504).
-std::vector<uint8_t> weights(DType t, size_t rows, size_t cols, std::mt19937& g, bool extremes) {
+// How a test fills weights and activations: random; random with extreme
+// f16 scales and activation bytes of -128, -127, 127; or saturating, every
+// weight at its type's largest biased byte (all quant bits set, Q8_0 127)
+// against activations all -128 or all 127, the int16 sums' worst case.
+enum class Fill { kRandom, kEdges, kSaturating };
+
+// Random weights; with kEdges every third block's d (and min) replaced by an
+// extreme finite f16 (65504, 2^-24, -65504).
+std::vector<uint8_t> weights(DType t, size_t rows, size_t cols, std::mt19937& g, Fill fill) {
   std::vector<uint8_t> w = testing::random_rows(t, rows, cols, g);
-  if (!extremes) return w;
-  const uint16_t e[] = {0x7BFF, 0x0001, 0xFBFF};
+  if (fill == Fill::kRandom) return w;
   const size_t bb = dtype_block_bytes(t);
+  if (fill == Fill::kSaturating) {
+    const uint16_t one = 0x3C00;
+    std::memset(w.data(), t == DType::Q8_0 ? 0x7F : 0xFF, w.size());
+    for (size_t off = 0; off < w.size(); off += bb) {
+      std::memcpy(w.data() + off + testing::d_offset(t), &one, 2);
+      if (has_min(t)) std::memcpy(w.data() + off + testing::d_offset(t) + 2, &one, 2);
+    }
+    return w;
+  }
+  const uint16_t e[] = {0x7BFF, 0x0001, 0xFBFF};
   size_t k = 0;
   for (size_t off = 0; off < w.size(); off += 3 * bb, ++k) {
     std::memcpy(w.data() + off + testing::d_offset(t), &e[k % 3], 2);
@@ -55,9 +72,10 @@ std::vector<uint8_t> weights(DType t, size_t rows, size_t cols, std::mt19937& g,
   return w;
 }
 
-// M inputs' activation blocks; with edges, each input's bytes overwritten
-// by -128, -127, 127 and random bytes.
-std::vector<uint8_t> activations(DType t, size_t cols, size_t M, std::mt19937& g, bool edges) {
+// M inputs' activation blocks; with kEdges each input's bytes overwritten
+// by -128, -127, 127 and random bytes, with kSaturating all by -128 (even
+// inputs) or 127.
+std::vector<uint8_t> activations(DType t, size_t cols, size_t M, std::mt19937& g, Fill fill) {
   std::normal_distribution<float> nd(0.0f, 1.0f);
   const size_t ab = act_bytes(t, cols);
   std::vector<uint8_t> xa(ab * M);
@@ -65,13 +83,19 @@ std::vector<uint8_t> activations(DType t, size_t cols, size_t M, std::mt19937& g
   for (size_t m = 0; m < M; ++m) {
     for (auto& v : x) v = nd(g) * static_cast<float>(1 + m % 3);
     quantize_activation(t, x.data(), cols, xa.data() + m * ab);
-    if (!edges) continue;
+    if (fill == Fill::kRandom) continue;
     const int8_t e[] = {-128, -127, 127};
     const size_t bv = dtype_block_values(t), nb = cols / bv;
     const size_t header = act_type(t) == ActType::kQ8_1 ? 4 : act_type(t) == ActType::kQ8_K ? 4 : 2;
     for (size_t i = 0; i < nb; ++i) {
       auto* qs = reinterpret_cast<int8_t*>(xa.data() + m * ab + i * (ab / nb) + header);
-      for (size_t k = 0; k < bv; ++k) qs[k] = k % 4 == 3 ? static_cast<int8_t>(g()) : e[(k + m) % 3];
+      for (size_t k = 0; k < bv; ++k) {
+        if (fill == Fill::kSaturating) {
+          qs[k] = m % 2 == 0 ? -128 : 127;
+        } else {
+          qs[k] = k % 4 == 3 ? static_cast<int8_t>(g()) : e[(k + m) % 3];
+        }
+      }
     }
   }
   return xa;
@@ -95,14 +119,14 @@ void check_op(Avx2LanesOp op) {
     const bool k = dtype_block_values(t) == 256;
     for (size_t cols : k ? std::vector<size_t>{256, 768} : std::vector<size_t>{32, 96, 576}) {
       for (size_t rows : {size_t(1), size_t(3), size_t(4), size_t(9)}) {
-        for (bool edges : {false, true}) {
+        for (Fill fill : {Fill::kRandom, Fill::kEdges, Fill::kSaturating}) {
           CAPTURE(cols);
           CAPTURE(rows);
-          CAPTURE(edges);
-          const std::vector<uint8_t> w = weights(t, rows, cols, g, edges);
+          CAPTURE(static_cast<int>(fill));
+          const std::vector<uint8_t> w = weights(t, rows, cols, g, fill);
           for (size_t M : {size_t(1), size_t(5), size_t(8), size_t(9), size_t(16), size_t(23)}) {
             CAPTURE(M);
-            const std::vector<uint8_t> xa = activations(t, cols, M, g, edges);
+            const std::vector<uint8_t> xa = activations(t, cols, M, g, fill);
             const size_t groups = (M + 7) / 8;
             std::vector<float> tables(avx2_lanes_table_floats(t, cols) * 8 * groups, NAN);
             avx2_lanes_tables(t, xa.data(), cols, M, tables.data());
@@ -135,9 +159,7 @@ TEST_CASE("the emulated vpdpbusd and vpmaddubsw kernels equal the reference bit 
   }
   check_op(Avx2LanesOp::kEmulated);
   check_op(Avx2LanesOp::kMaddubs);
-  CHECK_FALSE(avx2_lanes_op_runs(Avx2LanesOp::kMaddubs, DType::Q8_0));
-  CHECK_FALSE(avx2_lanes_op_runs(Avx2LanesOp::kMaddubs, DType::IQ4_NL));
-  CHECK_FALSE(avx2_lanes_op_runs(Avx2LanesOp::kMaddubs, DType::IQ4_XS));
+  for (DType t : kLaneTypes) CHECK(avx2_lanes_op_runs(Avx2LanesOp::kMaddubs, t));
 }
 
 TEST_CASE("the AVX-VNNI kernel equals the reference bit for bit") {
@@ -158,8 +180,8 @@ TEST_CASE("the reference is within f32 rounding of an fp64 dot product") {
     CAPTURE(std::string(dtype_name(t)));
     for (size_t cols : dtype_block_values(t) == 256 ? std::vector<size_t>{256, 2304} : std::vector<size_t>{32, 2080}) {
       const size_t rows = 5, M = 3, ab = act_bytes(t, cols), rb = dtype_row_bytes(t, cols);
-      const std::vector<uint8_t> w = weights(t, rows, cols, g, false);
-      const std::vector<uint8_t> xa = activations(t, cols, M, g, false);
+      const std::vector<uint8_t> w = weights(t, rows, cols, g, Fill::kRandom);
+      const std::vector<uint8_t> xa = activations(t, cols, M, g, Fill::kRandom);
       std::vector<float> y(rows * M);
       avx2_lanes_gemm_scalar(t, w.data(), cols, xa.data(), M, y.data(), rows, rows);
       const double gamma = static_cast<double>(cols / 32 + 4) * 0x1p-23;
@@ -187,23 +209,21 @@ TEST_CASE("the selection follows the CPU and the ISA cap") {
     } else if (f.avx_vnni && !f.avx512) {
       CHECK(takes);
       CHECK(op == Avx2LanesOp::kVex);
-    } else if (f.avx2 && t != DType::Q8_0 && t != DType::IQ4_NL && t != DType::IQ4_XS) {
-      CHECK(takes);
-      CHECK(op == Avx2LanesOp::kMaddubs);
     } else {
-      CHECK_FALSE(takes);
+      CHECK(takes == f.avx2);
+      if (takes) CHECK(op == Avx2LanesOp::kMaddubs);
     }
   }
   for (DType t : {DType::F16, DType::F32, DType::BF16}) CHECK_FALSE(avx2_lanes_takes(t, 16));
   CHECK_THROWS_AS(avx2_lanes_gemm_scalar(DType::F16, nullptr, 256, nullptr, 1, nullptr, 1, 1), Error);
   CHECK_THROWS_AS(avx2_lanes_gemm_scalar(DType::Q4_K, nullptr, 288, nullptr, 1, nullptr, 1, 1), Error);
   // Bad calls of the kernel itself: a row length off the blocks, an output
-  // stride below the rows, an op the type or CPU cannot take (vpmaddubsw on Q8_0).
+  // stride below the rows, a type without the kernel.
   std::vector<float> tables(1024), y(64);
   CHECK_THROWS_AS(avx2_lanes_tables(DType::Q4_0, nullptr, 48, 1, tables.data()), Error);
   CHECK_THROWS_AS(avx2_lanes_gemm(DType::Q4_0, nullptr, 64, tables.data(), 8, y.data(), 1, 2, Avx2LanesOp::kEmulated),
                   Error);
-  CHECK_THROWS_AS(avx2_lanes_gemm(DType::Q8_0, nullptr, 64, tables.data(), 8, y.data(), 4, 4, Avx2LanesOp::kMaddubs),
+  CHECK_THROWS_AS(avx2_lanes_gemm(DType::F16, nullptr, 64, tables.data(), 8, y.data(), 4, 4, Avx2LanesOp::kMaddubs),
                   Error);
   CHECK_THROWS_AS(avx2_lanes_gemm_scalar(DType::Q4_0, nullptr, 48, nullptr, 1, nullptr, 1, 1), Error);
 }
@@ -221,7 +241,7 @@ TEST_CASE("matmul takes the kernel for batches and equals the reference") {
     const bool k = dtype_block_values(t) == 256;
     for (int64_t cols : k ? std::vector<int64_t>{256, 2304} : std::vector<int64_t>{64, 2080}) {
       const int64_t rows = 43;
-      const std::vector<uint8_t> w = weights(t, rows, static_cast<size_t>(cols), g, false);
+      const std::vector<uint8_t> w = weights(t, rows, static_cast<size_t>(cols), g, Fill::kRandom);
       const Matrix m{w.data(), t, rows, cols};
       for (int64_t M : {int64_t(8), int64_t(13), int64_t(16), int64_t(131)}) {
         for (int threads : {1, 2}) {

@@ -31,6 +31,46 @@ inline __m256i Broadcast4(const uint8_t* p) {
   return _mm256_set1_epi32(v);
 }
 
+// The first `lanes` outputs of each of R rows' accumulators to y[c * ldy + r].
+template <size_t R>
+inline void StoreLanes(const __m256* acc, float* __restrict y, size_t ldy, size_t lanes) {
+  for (size_t r = 0; r < R; ++r) {
+    alignas(32) float out[8];
+    _mm256_store_ps(out, acc[r]);
+    for (size_t c = 0; c < lanes; ++c) y[c * ldy + r] = out[c];
+  }
+}
+
+// A 32-value block's f32 steps for R rows: acc = fma(float(s), da * dw, acc),
+// then (Q4_1/Q5_1) acc = fma(mw, sa, acc); blk is the group's block.
+template <class Dec, size_t R>
+inline void Block32Steps(const uint32_t* blk, const __m256i* s, const float* dw, const float* mw, size_t nb, size_t i,
+                         __m256* acc) {
+  const __m256 da = _mm256_loadu_ps(reinterpret_cast<const float*>(blk + 64));
+  for (size_t r = 0; r < R; ++r) {
+    acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[r]), _mm256_mul_ps(da, _mm256_set1_ps(dw[r * nb + i])), acc[r]);
+  }
+  if constexpr (Dec::kMin) {
+    const __m256 sa = _mm256_loadu_ps(reinterpret_cast<const float*>(blk + 72));
+    for (size_t r = 0; r < R; ++r) acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(mw[r * nb + i]), sa, acc[r]);
+  }
+}
+
+// For each group of 8 inputs (the last `lanes` wide) tile(R, group, lanes)
+// with R = rr (1-4) as a std::integral_constant.
+template <class Tile>
+inline void ForEachGroup(size_t rr, size_t M, Tile&& tile) {
+  for (size_t g = 0; g < (M + 7) / 8; ++g) {
+    const size_t lanes = M - 8 * g < 8 ? M - 8 * g : 8;
+    switch (rr) {
+      case 1: tile(std::integral_constant<size_t, 1>{}, g, lanes); break;
+      case 2: tile(std::integral_constant<size_t, 2>{}, g, lanes); break;
+      case 3: tile(std::integral_constant<size_t, 3>{}, g, lanes); break;
+      default: tile(std::integral_constant<size_t, 4>{}, g, lanes); break;
+    }
+  }
+}
+
 // R decoded rows (row r at u + r * us, its scales at dw/mw + r * nb) against
 // one group of 8 inputs (tab: the group's first block); outputs of the first
 // `lanes` inputs to y[c * ldy + r].
@@ -49,47 +89,30 @@ __attribute__((noinline)) void Lanes8Tile(const uint8_t* __restrict u, size_t us
       const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 8 * k));
       for (size_t r = 0; r < R; ++r) s[r] = Op::Dot(s[r], Broadcast4(u + r * us + 32 * i + 4 * k), a);
     }
-    const __m256 da = _mm256_loadu_ps(reinterpret_cast<const float*>(blk + 64));
-    for (size_t r = 0; r < R; ++r) {
-      acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[r]), _mm256_mul_ps(da, _mm256_set1_ps(dw[r * nb + i])), acc[r]);
-    }
-    if constexpr (Dec::kMin) {
-      const __m256 sa = _mm256_loadu_ps(reinterpret_cast<const float*>(blk + 72));
-      for (size_t r = 0; r < R; ++r) acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(mw[r * nb + i]), sa, acc[r]);
-    }
+    Block32Steps<Dec, R>(blk, s, dw, mw, nb, i, acc);
   }
-  for (size_t r = 0; r < R; ++r) {
-    alignas(32) float out[8];
-    _mm256_store_ps(out, acc[r]);
-    for (size_t c = 0; c < lanes; ++c) y[c * ldy + r] = out[c];
-  }
+  StoreLanes<R>(acc, y, ldy, lanes);
 }
 
 // Rows in tiles of kLanes8Rows (decoded once, then every group of the batch
 // against them), the last tile smaller.
 template <class Op, class Dec>
-void Lanes8Rows(const uint8_t* rows, size_t cols, const float* tables, size_t M, float* y, size_t ldy,
-                size_t n_rows, uint8_t* scratch) {
+void Lanes8Rows(const uint8_t* rows, size_t cols, const float* tables, size_t M, float* y, size_t ldy, size_t n_rows,
+                uint8_t* scratch) {
   const size_t nb = cols / 32, rb = nb * sizeof(typename Dec::Block);
   uint8_t* u = scratch;
   float* dw = reinterpret_cast<float*>(scratch + kLanes8Rows * 32 * nb);
   float* mw = dw + kLanes8Rows * nb;
   const auto* tab = reinterpret_cast<const uint32_t*>(tables);
-  const size_t groups = (M + 7) / 8, group_words = nb * kLanes8BlockWords;
+  const size_t group_words = nb * kLanes8BlockWords;
   for (size_t r0 = 0; r0 < n_rows; r0 += kLanes8Rows) {
     const size_t rr = n_rows - r0 < kLanes8Rows ? n_rows - r0 : kLanes8Rows;
-    for (size_t r = 0; r < rr; ++r) Lanes8DecodeRow<Dec>(rows + (r0 + r) * rb, nb, u + r * 32 * nb, dw + r * nb, mw + r * nb);
-    for (size_t g = 0; g < groups; ++g) {
-      const size_t lanes = M - 8 * g < 8 ? M - 8 * g : 8;
-      const uint32_t* t = tab + g * group_words;
-      float* yg = y + 8 * g * ldy + r0;
-      switch (rr) {
-        case 1: Lanes8Tile<Op, Dec, 1>(u, 32 * nb, dw, mw, nb, t, yg, ldy, lanes); break;
-        case 2: Lanes8Tile<Op, Dec, 2>(u, 32 * nb, dw, mw, nb, t, yg, ldy, lanes); break;
-        case 3: Lanes8Tile<Op, Dec, 3>(u, 32 * nb, dw, mw, nb, t, yg, ldy, lanes); break;
-        default: Lanes8Tile<Op, Dec, 4>(u, 32 * nb, dw, mw, nb, t, yg, ldy, lanes); break;
-      }
-    }
+    for (size_t r = 0; r < rr; ++r)
+      Lanes8DecodeRow<Dec>(rows + (r0 + r) * rb, nb, u + r * 32 * nb, dw + r * nb, mw + r * nb);
+    ForEachGroup(rr, M, [&](auto r_count, size_t g, size_t lanes) {
+      Lanes8Tile<Op, Dec, decltype(r_count)::value>(u, 32 * nb, dw, mw, nb, tab + g * group_words, y + 8 * g * ldy + r0,
+                                                    ldy, lanes);
+    });
   }
 }
 
@@ -121,7 +144,8 @@ struct LanesK4Mins {
   static constexpr bool kHas = true;
   static void Get(const uint8_t* b, int32_t* m, float* dmin) {
     uint64_t sc, mins;
-    K4ScalesMins(b + 4, &sc, &mins);  // scales follow d and dmin in Q4_K and Q5_K
+    K4ScalesMins(b + 4, &sc,
+                 &mins);  // scales follow d and dmin in Q4_K and Q5_K
     for (int j = 0; j < 8; ++j) m[j] = static_cast<int32_t>((mins >> (8 * j)) & 0xFF);
     *dmin = HalfAt(b + 2);
   }
@@ -134,8 +158,7 @@ struct LanesKMins<VnniQ5_K> : LanesK4Mins {};
 // One row's super-blocks decoded: 256 bytes u each, the sub-block scales
 // and mins as int32 (S = kQK / kSub per super-block), d and dmin as f32.
 template <class Dec>
-inline void LanesKDecodeRow(const uint8_t* row, size_t nb, uint8_t* u, int32_t* sc, int32_t* mn, float* dw,
-                            float* dm) {
+inline void LanesKDecodeRow(const uint8_t* row, size_t nb, uint8_t* u, int32_t* sc, int32_t* mn, float* dw, float* dm) {
   constexpr size_t S = kQK / Dec::kSub;
   for (size_t i = 0; i < nb; ++i) {
     const uint8_t* b = row + i * sizeof(typename Dec::Block);
@@ -147,6 +170,21 @@ inline void LanesKDecodeRow(const uint8_t* row, size_t nb, uint8_t* u, int32_t* 
     for (size_t j = 0; j < S; ++j) sc[i * S + j] = w16[j];
     dw[i] = Dec::D(b);
     if constexpr (LanesKMins<Dec>::kHas) LanesKMins<Dec>::Get(b, mn + i * S, dm + i);
+  }
+}
+
+// A super-block's f32 steps for R rows: acc = fma(float(s), da * d, acc),
+// then (types with mins) acc = fma(float(t), -(da * dmin), acc).
+template <class Dec, size_t R>
+inline void SuperBlockSteps(const uint32_t* blk, const __m256i* s, const __m256i* t, const float* dw, const float* dm,
+                            size_t nb, size_t i, __m256* acc) {
+  const __m256 da = _mm256_loadu_ps(reinterpret_cast<const float*>(blk + 512));
+  for (size_t r = 0; r < R; ++r) {
+    acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[r]), _mm256_mul_ps(da, _mm256_set1_ps(dw[r * nb + i])), acc[r]);
+    if constexpr (LanesKMins<Dec>::kHas) {
+      const __m256 f = _mm256_xor_ps(_mm256_mul_ps(da, _mm256_set1_ps(dm[r * nb + i])), _mm256_set1_ps(-0.0f));
+      acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(t[r]), f, acc[r]);
+    }
   }
 }
 
@@ -176,27 +214,18 @@ __attribute__((noinline)) void LanesKTile(const uint8_t* __restrict u, const int
       for (size_t r = 0; r < R; ++r) p[r] = corr;
       for (size_t q = 0; q < Q; ++q) {
         const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 8 * (j * Q + q)));
-        for (size_t r = 0; r < R; ++r) p[r] = Op::Dot(p[r], Broadcast4(u + r * 256 * nb + 256 * i + 4 * (j * Q + q)), a);
+        for (size_t r = 0; r < R; ++r)
+          p[r] = Op::Dot(p[r], Broadcast4(u + r * 256 * nb + 256 * i + 4 * (j * Q + q)), a);
       }
       for (size_t r = 0; r < R; ++r) {
         s[r] = _mm256_add_epi32(s[r], _mm256_mullo_epi32(p[r], _mm256_set1_epi32(sc[(r * nb + i) * S + j])));
-        if constexpr (kMins) t[r] = _mm256_add_epi32(t[r], _mm256_mullo_epi32(as, _mm256_set1_epi32(mn[(r * nb + i) * S + j])));
+        if constexpr (kMins)
+          t[r] = _mm256_add_epi32(t[r], _mm256_mullo_epi32(as, _mm256_set1_epi32(mn[(r * nb + i) * S + j])));
       }
     }
-    const __m256 da = _mm256_loadu_ps(reinterpret_cast<const float*>(blk + 512));
-    for (size_t r = 0; r < R; ++r) {
-      acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[r]), _mm256_mul_ps(da, _mm256_set1_ps(dw[r * nb + i])), acc[r]);
-      if constexpr (kMins) {
-        const __m256 f = _mm256_xor_ps(_mm256_mul_ps(da, _mm256_set1_ps(dm[r * nb + i])), _mm256_set1_ps(-0.0f));
-        acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(t[r]), f, acc[r]);
-      }
-    }
+    SuperBlockSteps<Dec, R>(blk, s, t, dw, dm, nb, i, acc);
   }
-  for (size_t r = 0; r < R; ++r) {
-    alignas(32) float out[8];
-    _mm256_store_ps(out, acc[r]);
-    for (size_t c = 0; c < lanes; ++c) y[c * ldy + r] = out[c];
-  }
+  StoreLanes<R>(acc, y, ldy, lanes);
 }
 
 template <class Op, class Dec>
@@ -210,7 +239,7 @@ void LanesKRows(const uint8_t* rows, size_t cols, const float* tables, size_t M,
   auto* dw = reinterpret_cast<float*>(mn + kLanes8Rows * S * nb);
   float* dm = dw + kLanes8Rows * nb;
   const auto* tab = reinterpret_cast<const uint32_t*>(tables);
-  const size_t groups = (M + 7) / 8, group_words = nb * LanesKWords<Dec>();
+  const size_t group_words = nb * LanesKWords<Dec>();
   for (size_t r0 = 0; r0 < n_rows; r0 += kLanes8Rows) {
     const size_t rr = n_rows - r0 < kLanes8Rows ? n_rows - r0 : kLanes8Rows;
     // Row r's fields at u + r * 256 nb, sc/mn + r * S nb, dw/dm + r * nb.
@@ -218,37 +247,47 @@ void LanesKRows(const uint8_t* rows, size_t cols, const float* tables, size_t M,
       LanesKDecodeRow<Dec>(rows + (r0 + r) * rb, nb, u + r * 256 * nb, sc + r * S * nb, mn + r * S * nb, dw + r * nb,
                            dm + r * nb);
     }
-    for (size_t g = 0; g < groups; ++g) {
-      const size_t lanes = M - 8 * g < 8 ? M - 8 * g : 8;
-      const uint32_t* t = tab + g * group_words;
-      float* yg = y + 8 * g * ldy + r0;
-      switch (rr) {
-        case 1: LanesKTile<Op, Dec, 1>(u, sc, mn, dw, dm, nb, t, yg, ldy, lanes); break;
-        case 2: LanesKTile<Op, Dec, 2>(u, sc, mn, dw, dm, nb, t, yg, ldy, lanes); break;
-        case 3: LanesKTile<Op, Dec, 3>(u, sc, mn, dw, dm, nb, t, yg, ldy, lanes); break;
-        default: LanesKTile<Op, Dec, 4>(u, sc, mn, dw, dm, nb, t, yg, ldy, lanes); break;
-      }
-    }
+    ForEachGroup(rr, M, [&](auto r_count, size_t g, size_t lanes) {
+      LanesKTile<Op, Dec, decltype(r_count)::value>(u, sc, mn, dw, dm, nb, tab + g * group_words, y + 8 * g * ldy + r0,
+                                                    ldy, lanes);
+    });
   }
 }
 
-// Every block type; false for the others.
+template <class Dec>
+struct DecTag {
+  using type = Dec;
+};
+
+// f(DecTag<the decoder of t>{}) for every block type; false for the others.
+template <class F>
+bool WithLanesDecoder(DType t, F&& f) {
+  switch (t) {
+    case DType::Q8_0: f(DecTag<VnniQ8_0>{}); return true;
+    case DType::Q4_0: f(DecTag<VnniQ4_0>{}); return true;
+    case DType::Q4_1: f(DecTag<VnniQ4_1>{}); return true;
+    case DType::Q5_0: f(DecTag<VnniQ5_0>{}); return true;
+    case DType::Q5_1: f(DecTag<VnniQ5_1>{}); return true;
+    case DType::IQ4_NL: f(DecTag<VnniIQ4_NL>{}); return true;
+    case DType::Q2_K: f(DecTag<VnniQ2_K>{}); return true;
+    case DType::Q3_K: f(DecTag<VnniQ3_K>{}); return true;
+    case DType::Q4_K: f(DecTag<VnniQ4_K>{}); return true;
+    case DType::Q5_K: f(DecTag<VnniQ5_K>{}); return true;
+    case DType::Q6_K: f(DecTag<VnniQ6_K>{}); return true;
+    case DType::IQ4_XS: f(DecTag<VnniIQ4_XS>{}); return true;
+    default: return false;
+  }
+}
+
 template <class Op>
 bool Lanes8Kernel(DType t, const uint8_t* rows, size_t cols, const float* tables, size_t M, float* y, size_t ldy,
                   size_t n_rows, uint8_t* scratch) {
-  switch (t) {
-    case DType::Q8_0: Lanes8Rows<Op, VnniQ8_0>(rows, cols, tables, M, y, ldy, n_rows, scratch); return true;
-    case DType::Q4_0: Lanes8Rows<Op, VnniQ4_0>(rows, cols, tables, M, y, ldy, n_rows, scratch); return true;
-    case DType::Q4_1: Lanes8Rows<Op, VnniQ4_1>(rows, cols, tables, M, y, ldy, n_rows, scratch); return true;
-    case DType::Q5_0: Lanes8Rows<Op, VnniQ5_0>(rows, cols, tables, M, y, ldy, n_rows, scratch); return true;
-    case DType::Q5_1: Lanes8Rows<Op, VnniQ5_1>(rows, cols, tables, M, y, ldy, n_rows, scratch); return true;
-    case DType::IQ4_NL: Lanes8Rows<Op, VnniIQ4_NL>(rows, cols, tables, M, y, ldy, n_rows, scratch); return true;
-    case DType::Q2_K: LanesKRows<Op, VnniQ2_K>(rows, cols, tables, M, y, ldy, n_rows, scratch); return true;
-    case DType::Q3_K: LanesKRows<Op, VnniQ3_K>(rows, cols, tables, M, y, ldy, n_rows, scratch); return true;
-    case DType::Q4_K: LanesKRows<Op, VnniQ4_K>(rows, cols, tables, M, y, ldy, n_rows, scratch); return true;
-    case DType::Q5_K: LanesKRows<Op, VnniQ5_K>(rows, cols, tables, M, y, ldy, n_rows, scratch); return true;
-    case DType::Q6_K: LanesKRows<Op, VnniQ6_K>(rows, cols, tables, M, y, ldy, n_rows, scratch); return true;
-    case DType::IQ4_XS: LanesKRows<Op, VnniIQ4_XS>(rows, cols, tables, M, y, ldy, n_rows, scratch); return true;
-    default: return false;
-  }
+  return WithLanesDecoder(t, [&](auto tag) {
+    using Dec = typename decltype(tag)::type;
+    if constexpr (Dec::kBlockValues == 32) {
+      Lanes8Rows<Op, Dec>(rows, cols, tables, M, y, ldy, n_rows, scratch);
+    } else {
+      LanesKRows<Op, Dec>(rows, cols, tables, M, y, ldy, n_rows, scratch);
+    }
+  });
 }

@@ -141,9 +141,6 @@ void block_values(DType t, const uint8_t* b, int32_t q[32]) {
 
 bool has_min(DType t) { return t == DType::Q4_1 || t == DType::Q5_1; }
 
-// vpmaddubsw's pairs stay in int16 for biased weights below 128: not Q8_0
-// and the IQ4 levels (biased by 128).
-bool maddubs_exact(DType t) { return t != DType::Q8_0 && t != DType::IQ4_NL && t != DType::IQ4_XS; }
 
 // One activation block's fields: bytes, f32 scale and (Q8_1) f32 sum.
 struct ActBlock {
@@ -214,7 +211,6 @@ bool avx2_lanes_op_runs(Avx2LanesOp op, DType t) {
   const CpuFeatures& h = host_cpu_features();
   switch (op) {
     case Avx2LanesOp::kVex: return h.avx_vnni;
-    case Avx2LanesOp::kMaddubs: return h.avx2 && maddubs_exact(t);
     default: return h.avx2;
   }
 }
@@ -231,7 +227,7 @@ bool avx2_lanes_takes(DType t, size_t M, Avx2LanesOp* op) {
   Avx2LanesOp chosen;
   if (avxvnni_takes(t)) {
     chosen = Avx2LanesOp::kVex;
-  } else if (f.avx2 && maddubs_exact(t)) {
+  } else if (f.avx2) {
     chosen = Avx2LanesOp::kMaddubs;
   } else {
     return false;
@@ -329,10 +325,12 @@ void avx2_lanes_gemm_scalar(DType t, const void* rows, size_t cols, const void* 
 }
 
 size_t detail::avx2_lanes_scratch_bytes(size_t cols) {
-  // Per row of a tile: 32 bytes and two floats per 32-value block, or per
-  // super-block 256 bytes, 16 scales and 16 mins (int32) and two floats
-  // (gemm_avx2_lanes-inl.h): at most 64 bytes per 32 values.
-  return 4 * (cols / 32) * 64;
+  // Per row of a tile: 32 bytes (64 in two planes) and two floats per
+  // 32-value block, or per super-block 256 bytes (512), per sub-block (16
+  // or 8) 4 int32 (the scale's words and the min) and two floats
+  // (gemm_avx2_lanes-inl.h, gemm_avx2_lanes_maddubs-inl.h): at most 96
+  // bytes per 32 values.
+  return 4 * (cols / 32) * 96;
 }
 
 }  // namespace qkv

@@ -1,7 +1,7 @@
 // Inputs-in-lanes GEMM of the ggml block types on 256-bit x86 without
-// AVX-512 VNNI: AVX-VNNI's {vex} vpdpbusd, or AVX2's vpmaddubsw + vpmaddwd
-// for the types whose biased weights stay below 128 (all but Q8_0, IQ4_NL
-// and IQ4_XS). Prefill and batches from kAvx2LanesMinInputs inputs; the
+// AVX-512 VNNI: AVX-VNNI's {vex} vpdpbusd, or AVX2's vpmaddubsw with int16
+// sums (gemm_avx2_lanes_maddubs-inl.h; the 8-bit types' bytes in two
+// 4-bit planes). Prefill and batches from kAvx2LanesMinInputs inputs; the
 // AVX-512 VNNI kernels' idea in 8 lanes (kernels/quant/gemm_vnni_lanes-inl.h).
 //
 // Lane c of every register is input c of a group of 8. Once per batch the
@@ -44,18 +44,17 @@ constexpr size_t kAvx2LanesGroup = 8;  // inputs per group: int32 lanes of a 256
 
 enum class Avx2LanesOp {
   kVex,      // {vex} vpdpbusd: CPUs with AVX-VNNI
-  kMaddubs,  // vpmaddubsw + vpmaddwd: AVX2, biased weights below 128 (not Q8_0, IQ4_NL, IQ4_XS)
+  kMaddubs,  // vpmaddubsw summed in int16, then vpmaddwd: AVX2, every type
   kEmulated, // vpdpbusd emulated exactly with vpmaddwd on widened bytes: AVX2, every type (tests)
 };
 
 // Whether this build has the kernel for t (x86-64, a block type).
 bool avx2_lanes_kernel(DType t);
-// Whether op runs t on this CPU (kMaddubs: not Q8_0, IQ4_NL or IQ4_XS).
+// Whether op runs t on this CPU.
 bool avx2_lanes_op_runs(Avx2LanesOp op, DType t);
 // The op quant_gemm takes for t here, and whether it takes one: batches of
 // kAvx2LanesMinInputs or more of t where AVX-512 VNNI's kernels are not
-// available (under the ISA cap) and AVX-VNNI (kVex) or AVX2 (kMaddubs, its
-// types) is.
+// available (under the ISA cap) and AVX-VNNI (kVex) or AVX2 (kMaddubs) is.
 bool avx2_lanes_takes(DType t, size_t M, Avx2LanesOp* op = nullptr);
 
 // Allows or forbids the kernel (for comparisons; allowed by default).

@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include "kernels/quant/blocks.h"
 #include "kernels/quant/gemm_avx2_lanes.h"
@@ -41,23 +42,23 @@ struct EmulatedDot {
   }
 };
 
-// AVX2's own integer dot product, exact where no pair of products leaves
-// int16 in vpmaddubsw: u < 128 (the 4- and 5-bit types' biased weights).
-struct MaddubsDot {
-  static __m256i Dot(__m256i acc, __m256i u, __m256i a) {
-    return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(u, a), _mm256_set1_epi16(1)));
-  }
-};
-
 #include "kernels/quant/vec_dot_avxvnni-inl.h"
 #include "kernels/quant/gemm_avx2_lanes-inl.h"
+#include "kernels/quant/gemm_avx2_lanes_maddubs-inl.h"
 
 }  // namespace
 
 void detail::avx2_lanes_avx2_kernel(DType t, const uint8_t* rows, size_t cols, const float* tables, size_t M, float* y,
                                     size_t ldy, size_t n_rows, uint8_t* scratch, bool maddubs) {
   if (maddubs) {
-    Lanes8Kernel<MaddubsDot>(t, rows, cols, tables, M, y, ldy, n_rows, scratch);
+    WithLanesDecoder(t, [&](auto tag) {
+      using Dec = typename decltype(tag)::type;
+      if constexpr (Dec::kBlockValues == 32) {
+        MaddubsRows32<Dec>(rows, cols, tables, M, y, ldy, n_rows, scratch);
+      } else {
+        MaddubsRowsK<Dec>(rows, cols, tables, M, y, ldy, n_rows, scratch);
+      }
+    });
   } else {
     Lanes8Kernel<EmulatedDot>(t, rows, cols, tables, M, y, ldy, n_rows, scratch);
   }

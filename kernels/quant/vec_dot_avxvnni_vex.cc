@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include "kernels/quant/blocks.h"
 #include "kernels/quant/gemm_avx2_lanes.h"
