@@ -86,7 +86,7 @@ void matmul_reference(const Matrix& W, const float* X, int64_t M, float* Y);
 // for the ggml block types without a bf16 path, "one matvec per input"
 // (`qkv info --cpu` prints it; the bf16 kernels round weights and inputs to bf16),
 // or for the block types on CPUs with AVX-512 VNNI "AVX-512 VNNI integer block
-// GEMM", on AVX2 ones "AVX2 integer block GEMM, inputs in lanes from 8" (quant_gemm_name: ggml's
+// GEMM", on AVX2 ones "AVX2 integer block GEMM, inputs in lanes from 5" (quant_gemm_name: ggml's
 // arithmetic, kernels/block_gemm.cc; also above 16 inputs).
 const char* matmul_small_kernel_name(DType t);
 // The GEMM matmul() runs for more than 16 inputs (prefill) on weights of type t:

@@ -237,7 +237,7 @@ TEST_CASE("avxvnni: selection follows the CPU features, and bad calls fail clear
   }
   // quant_gemm names the kernel it runs.
   if (avxvnni_takes(DType::Q4_0)) {
-    CHECK(std::string(quant_gemm_name()) == "AVX-VNNI integer block GEMM, inputs in lanes from 8");
+    CHECK(std::string(quant_gemm_name()) == "AVX-VNNI integer block GEMM, inputs in lanes from 5");
     CHECK(quant_gemm_rows_available(DType::Q4_K));
   } else {
     CHECK(std::string(quant_gemm_name()).rfind("AVX-VNNI", 0) == std::string::npos);

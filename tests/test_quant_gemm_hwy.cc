@@ -87,10 +87,10 @@ TEST_CASE("the AVX2 targets have the GEMM on rows but neither the packed kernel 
     CHECK_FALSE(quant_gemm_packed(16));
     CHECK_FALSE(quant_gemm_lanes(DType::Q4_0, 16));
     // An AVX-VNNI CPU capped below AVX-512 runs the {vex} vpdpbusd kernels
-    // whatever the Highway target, and any AVX2 CPU the inputs-in-lanes kernel from 8 inputs.
+    // whatever the Highway target, and any AVX2 CPU the inputs-in-lanes kernel from 5 inputs.
     CHECK(std::string(quant_gemm_name()) ==
-          (avxvnni_takes(DType::Q4_0)                          ? "AVX-VNNI integer block GEMM, inputs in lanes from 8"
-           : avx2_lanes_takes(DType::Q4_0, kAvx2LanesMinInputs) ? "AVX2 integer block GEMM, inputs in lanes from 8"
+          (avxvnni_takes(DType::Q4_0)                          ? "AVX-VNNI integer block GEMM, inputs in lanes from 5"
+           : avx2_lanes_takes(DType::Q4_0, kAvx2LanesMinInputs) ? "AVX2 integer block GEMM, inputs in lanes from 5"
                                                                 : "AVX2 integer block GEMM"));
   });
 }

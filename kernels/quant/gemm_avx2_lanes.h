@@ -38,8 +38,12 @@
 namespace qkv {
 
 // Below this many inputs the tile kernels run (8 lanes compute 8 inputs
-// whatever the batch).
-constexpr size_t kAvx2LanesMinInputs = 8;
+// whatever the batch): Zen 5 guest, 2 threads, qkv bench --batches 3-6,
+// alternated runs, tile -> lanes under QKV_ISA=avx2: 143M Q4_0 4 sequences
+// 349-362 -> 322-479 tok/s, 6 352-395 -> 537-676; 143M Q4_K_M 3 178-266 ->
+// 237-354, 6 199-337 -> 458-648; 1.1B Q4_K_M 4 46-53 -> 39-46, 5 42-51 ->
+// 48-52, 6 45-47 -> 63-65; under avx2-vnni 143M Q4_K_M 5 371-380 -> 436-548.
+constexpr size_t kAvx2LanesMinInputs = 5;
 constexpr size_t kAvx2LanesGroup = 8;  // inputs per group: int32 lanes of a 256-bit register
 
 enum class Avx2LanesOp {

@@ -600,12 +600,12 @@ const char* quant_gemm_name() {
   // block_gemm's batches of kQuantGemmAmxMinInputs and more, the VNNI kernels below.
   static_assert(kQuantGemmAmxMinInputs == 16, "the AMX name's figure");
   if (quant_gemm_amx_usable()) return "AMX int8 tiles from 16 inputs, AVX-512 VNNI integer block GEMM below";
-  // kernels/quant/vec_dot_avxvnni.h, and from 8 inputs kernels/quant/gemm_avx2_lanes.h.
-  static_assert(kAvx2LanesMinInputs == 8, "the lanes kernel's figure in the names");
-  if (avxvnni_takes(DType::Q4_0)) return "AVX-VNNI integer block GEMM, inputs in lanes from 8";
+  // kernels/quant/vec_dot_avxvnni.h, and from 5 inputs kernels/quant/gemm_avx2_lanes.h.
+  static_assert(kAvx2LanesMinInputs == 5, "the lanes kernel's figure in the names");
+  if (avxvnni_takes(DType::Q4_0)) return "AVX-VNNI integer block GEMM, inputs in lanes from 5";
   if (arm_dotprod_gemm_takes(DType::Q4_0)) return kArmDotprodGemmName;  // kernels/quant/gemm_arm_dotprod.h
   if (arm_i8mm_takes(DType::Q4_0)) return kArmI8mmGemmName;
-  if (avx2_lanes_takes(DType::Q4_0, kAvx2LanesMinInputs)) return "AVX2 integer block GEMM, inputs in lanes from 8";
+  if (avx2_lanes_takes(DType::Q4_0, kAvx2LanesMinInputs)) return "AVX2 integer block GEMM, inputs in lanes from 5";
   return HWY_DYNAMIC_DISPATCH(GemmName)();
 }
 

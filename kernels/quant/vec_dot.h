@@ -77,8 +77,8 @@ bool quant_gemm_available(DType t);
 // packed kernel (quant_gemm_packed is false) and no row groups.
 bool quant_gemm_rows_available(DType t);
 // The name of the GEMM quant_gemm runs here ("AVX-512 VNNI integer block
-// GEMM", "AVX-VNNI integer block GEMM, inputs in lanes from 8", "AVX2
-// integer block GEMM, inputs in lanes from 8" (kernels/quant/gemm_avx2_lanes.h),
+// GEMM", "AVX-VNNI integer block GEMM, inputs in lanes from 5", "AVX2
+// integer block GEMM, inputs in lanes from 5" (kernels/quant/gemm_avx2_lanes.h),
 // "AVX2 integer block GEMM"; "none"),
 // or, where block_gemm takes the AMX kernel (kernels/quant/gemm_amx.h), "AMX
 // int8 tiles from 16 inputs, ...".
