@@ -141,7 +141,6 @@ void block_values(DType t, const uint8_t* b, int32_t q[32]) {
 
 bool has_min(DType t) { return t == DType::Q4_1 || t == DType::Q5_1; }
 
-
 // One activation block's fields: bytes, f32 scale and (Q8_1) f32 sum.
 struct ActBlock {
   const int8_t* qs;

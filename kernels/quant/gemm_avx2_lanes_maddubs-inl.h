@@ -44,13 +44,14 @@ struct MaddubsPlan {
   static_assert(kChunk >= 2, "an int16 sum of at least two quads");
 };
 
-// 32 bytes u into planes at p (one plane: u; two: u >> 4, then u & 15).
+// 32 bytes u into planes at p (one plane: u; two: u >> 4, then u & 15 at
+// p + plane bytes).
 template <class Dec>
-inline void StorePlanes(__m256i u, uint8_t* p) {
+inline void StorePlanes(__m256i u, uint8_t* p, size_t plane = 32) {
   if constexpr (MaddubsPlan<Dec>::kSplit) {
     const __m256i lo4 = _mm256_set1_epi8(0x0F);
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), _mm256_and_si256(_mm256_srli_epi16(u, 4), lo4));
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(p + 32), _mm256_and_si256(u, lo4));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(p + plane), _mm256_and_si256(u, lo4));
   } else {
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), u);
   }
@@ -217,21 +218,16 @@ void MaddubsRowsK(const uint8_t* rows, size_t cols, const float* tables, size_t 
     for (size_t r = 0; r < rr; ++r) {
       const uint8_t* row = rows + (r0 + r) * rb;
       for (size_t i = 0; i < nb; ++i) {
-        // One super-block through LanesKDecodeRow, then into planes.
-        LanesKDecodeRow<Dec>(row + i * sizeof(typename Dec::Block), 1, plain, sc, mn + (r * nb + i) * S,
-                             dw + r * nb + i, dm + r * nb + i);
+        // One super-block through LanesKDecodeRow: in place with one plane,
+        // else into plain and from there into the two.
+        uint8_t* dst = u + r * us + 256 * P * i;
+        LanesKDecodeRow<Dec>(row + i * sizeof(typename Dec::Block), 1, P == 1 ? dst : plain, sc,
+                             mn + (r * nb + i) * S, dw + r * nb + i, dm + r * nb + i);
         for (size_t j = 0; j < S; ++j)
           sw[(r * nb + i) * S + j] = {PairWord(sc[j]), PairWord(16 * sc[j]), -Dec::kOffset * sc[j]};
-        uint8_t* dst = u + r * us + 256 * P * i;
-        for (size_t c = 0; c < 8; ++c) {
-          const __m256i v = _mm256_load_si256(reinterpret_cast<const __m256i*>(plain + 32 * c));
-          if constexpr (P == 2) {
-            const __m256i lo4 = _mm256_set1_epi8(0x0F);
-            _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + 32 * c),
-                                _mm256_and_si256(_mm256_srli_epi16(v, 4), lo4));
-            _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + 256 + 32 * c), _mm256_and_si256(v, lo4));
-          } else {
-            _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + 32 * c), v);
+        if constexpr (P == 2) {
+          for (size_t c = 0; c < 8; ++c) {
+            StorePlanes<Dec>(_mm256_load_si256(reinterpret_cast<const __m256i*>(plain + 32 * c)), dst + 32 * c, 256);
           }
         }
       }
