@@ -453,7 +453,7 @@ int register_all() {
     if (row_groups_layout(t)) {
       benchmark::RegisterBenchmark(("matmul_row_groups/" + std::string(dtype_name(t)) + "/" + shape).c_str(),
                                    BM_matmul_row_groups, t, s.rows, s.cols, false)
-          ->Args({16, 2})->UseRealTime();
+          ->Args({16, 2})->Args({512, 2})->UseRealTime();
       benchmark::RegisterBenchmark(("matmul_row_groups/" + std::string(dtype_name(t)) + "/2048x768").c_str(),
                                    BM_matmul_row_groups, t, 2048, 768, false)
           ->Args({16, 1})->Args({16, 2})->UseRealTime();

@@ -27,6 +27,7 @@
 #include "kernels/quant/vec_dot_avxvnni.h"
 #include "kernels/quant/gemm_arm_dotprod.h"
 #include "kernels/quant/gemm_arm_i8mm.h"
+#include "kernels/quant/row_groups.h"
 #include "kernels/quant/vec_dot.h"
 #include "kernels/threads/block_queue.h"
 
@@ -41,10 +42,8 @@ bool g_block_gemm_allowed = true;
 bool takes_few(const Matrix& W, int64_t M) { return !W.row_groups && quant_gemm_few(W.type, static_cast<size_t>(M)); }
 
 // Whether W's batch of M takes the 256-bit inputs-in-lanes kernel
-// (kernels/quant/gemm_avx2_lanes.h: CPUs without AVX-512 VNNI).
-bool takes_lanes8(const Matrix& W, int64_t M) {
-  return !W.row_groups && avx2_lanes_takes(W.type, static_cast<size_t>(M));
-}
+// (kernels/quant/gemm_avx2_lanes.h: CPUs without AVX-512 VNNI; rows or row groups).
+bool takes_lanes8(const Matrix& W, int64_t M) { return avx2_lanes_takes(W.type, static_cast<size_t>(M)); }
 
 // Activation bytes of one panel of inputs (L2 holds a panel and a row block).
 constexpr size_t kPanelBytes = 128 * 1024;
@@ -196,7 +195,8 @@ bool block_gemm_type(DType t, int64_t M) {
 void set_block_gemm(bool allowed) { g_block_gemm_allowed = allowed; }
 
 bool matmul_takes_block_gemm(const Matrix& W, int64_t M) {
-  return M >= 2 && block_gemm_type(W.type, M) && (!W.row_groups || quant_gemm_packed(static_cast<size_t>(M)));
+  return M >= 2 && block_gemm_type(W.type, M) &&
+         (!W.row_groups || quant_gemm_packed(static_cast<size_t>(M)) || takes_lanes8(W, M));
 }
 
 void matmul_block_gemm(const Matrix* Ws, float* const* Ys, int count, const float* X, int64_t M,
@@ -212,7 +212,10 @@ void matmul_block_gemm(const Matrix* Ws, float* const* Ys, int count, const floa
   for (int i = 0; i < count; ++i) all_few = all_few && takes_few(Ws[i], M);
   for (int i = 0; i < count; ++i) amx = amx && quant_gemm_amx_takes(Ws[i].type, static_cast<size_t>(M), Ws[i].row_groups);
   const bool packed = !all_few && !amx && quant_gemm_packed(static_cast<size_t>(M));
-  const int64_t row_unit = amx ? 16 : packed ? 32 : 4;
+  // (Row groups in the lanes kernel: whole groups.)
+  bool any_groups = false;
+  for (int i = 0; i < count; ++i) any_groups = any_groups || Ws[i].row_groups;
+  const int64_t row_unit = amx ? 16 : packed ? 32 : any_groups ? static_cast<int64_t>(kRowGroup) : 4;
   // Inputs per panel: a multiple of the tile kernel's 4, or of the packed
   // kernel's tiles, which its tables are laid out in (kernels/quant/vec_dot.h).
   // (The 256-bit lanes layout: groups of 8.)

@@ -16,7 +16,6 @@
 
 #include "kernels/error.h"
 #include "kernels/quant/row_groups.h"
-#include "kernels/quant/vec_dot.h"
 #include "runtime/huge_pages.h"
 
 namespace qkv {
@@ -80,10 +79,8 @@ int lay_out_weights(Model& m, bool row_groups) {
     if (m.file_mapping && lo >= map_lo && hi <= map_hi) mprotect(p, hi - lo, PROT_NONE);
   };
   auto qualifies = [&](const Matrix* w) {
-    // The 32-value types only: the K-quants' group matvec is faster from
-    // cache but slower than their row kernel from DRAM (docs/design.md).
-    return row_groups && !w->row_groups && row_groups_layout(w->type) && dtype_block_values(w->type) == 32 &&
-           quant_gemm_available(w->type) && w->rows % static_cast<int64_t>(kRowGroup) == 0 && w->rows != 0;
+    return row_groups && !w->row_groups && row_groups_chosen(w->type) &&
+           w->rows % static_cast<int64_t>(kRowGroup) == 0 && w->rows != 0;
   };
   // Quantized matrices in rows inside a file mapping: copied, so that the
   // kernels stream them from huge pages too (a 4 KiB page of Q4_K weights

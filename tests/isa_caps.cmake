@@ -6,7 +6,8 @@
 # Only fast suites whose kernels have per-target paths (a few seconds each).
 if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64")
   foreach(level avx2 avx2-vnni avx512)
-    foreach(suite test_isa_cap test_quant_gemm_hwy test_quant_matvec test_matmul_small test_linear test_avx2_lanes)
+    foreach(suite test_isa_cap test_quant_gemm_hwy test_quant_matvec test_matmul_small test_linear test_avx2_lanes
+                  test_quant_row_groups)
       add_test(NAME isa_${level}_${suite}
                COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/isa_caps.sh $<TARGET_FILE:qkv> ${level} $<TARGET_FILE:${suite}>
                WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})

@@ -26,8 +26,10 @@
 #include "kernels/machine/cpu_features.h"
 #include "kernels/quant/blocks.h"
 #include "kernels/quant/gemm_avx2_lanes.h"
+#include "kernels/quant/row_groups.h"
 #include "kernels/quant/vec_dot.h"
 #include "kernels/quant/vec_dot_avxvnni.h"
+#include "tests/error_matchers.h"
 #include "tests/linear_fixture.h"
 #include "tests/quant_fixture.h"
 
@@ -108,7 +110,9 @@ const char* op_name(Avx2LanesOp op) {
 }
 
 // Every type the op runs at several shapes, outputs against the reference's
-// bits; the rows of each input past n_rows untouched.
+// bits; the rows of each input past n_rows untouched. 32 rows of the types
+// with row groups also go in as groups (kernels/quant/row_groups.h): Q4_0 ...
+// Q5_1 decoded straight out of them, the others unpacked first.
 void check_op(Avx2LanesOp op) {
   std::mt19937 g(8);
   int64_t checked = 0;
@@ -118,7 +122,8 @@ void check_op(Avx2LanesOp op) {
     CAPTURE(type);
     const bool k = dtype_block_values(t) == 256;
     for (size_t cols : k ? std::vector<size_t>{256, 768} : std::vector<size_t>{32, 96, 576}) {
-      for (size_t rows : {size_t(1), size_t(3), size_t(4), size_t(9)}) {
+      for (size_t rows : {size_t(1), size_t(3), size_t(4), size_t(9), size_t(32)}) {
+        if (rows == 32 && !row_groups_layout(t)) continue;
         for (Fill fill : {Fill::kRandom, Fill::kEdges, Fill::kSaturating}) {
           CAPTURE(cols);
           CAPTURE(rows);
@@ -139,6 +144,15 @@ void check_op(Avx2LanesOp op) {
             CHECK(mismatches == 0);
             for (size_t m = 0; m < M; ++m) {
               for (size_t r = rows; r < ldy; ++r) CHECK(y[m * ldy + r] == -7.0f);
+            }
+            if (rows % kRowGroup == 0) {
+              std::vector<uint8_t> grouped(w.size());
+              pack_row_groups(t, w.data(), rows, cols, grouped.data());
+              std::fill(y.begin(), y.end(), -7.0f);
+              avx2_lanes_gemm(t, grouped.data(), cols, tables.data(), M, y.data(), ldy, rows, op, true);
+              mismatches = 0;
+              for (size_t i = 0; i < y.size(); ++i) mismatches += !same_bits(y[i], ref[i]);
+              CHECK(mismatches == 0);
             }
             ++checked;
           }
@@ -226,6 +240,13 @@ TEST_CASE("the selection follows the CPU and the ISA cap") {
   CHECK_THROWS_AS(avx2_lanes_gemm(DType::F16, nullptr, 64, tables.data(), 8, y.data(), 4, 4, Avx2LanesOp::kMaddubs),
                   Error);
   CHECK_THROWS_AS(avx2_lanes_gemm_scalar(DType::Q4_0, nullptr, 48, nullptr, 1, nullptr, 1, 1), Error);
+  // Row groups: whole groups of a type that has them.
+  if (avx2_lanes_op_runs(Avx2LanesOp::kEmulated, DType::Q4_0)) {
+    CHECK(test::throws_with([&] { avx2_lanes_gemm(DType::Q4_0, nullptr, 64, tables.data(), 8, y.data(), 20, 20,
+                                                  Avx2LanesOp::kEmulated, true); }, "20 rows of q4_0 are not whole row groups"));
+    CHECK(test::throws_with([&] { avx2_lanes_gemm(DType::Q3_K, nullptr, 256, tables.data(), 8, y.data(), 16, 16,
+                                                  Avx2LanesOp::kEmulated, true); }, "16 rows of q3_k are not whole row groups"));
+  }
 }
 
 TEST_CASE("matmul takes the kernel for batches and equals the reference") {

@@ -15,6 +15,7 @@
 
 #include "kernels/dtype.h"
 #include "kernels/linear.h"
+#include "kernels/quant/gemm_avx2_lanes.h"
 #include "kernels/quant/row_groups.h"
 #include "kernels/quant/vec_dot.h"
 #include "tests/error_matchers.h"
@@ -166,7 +167,7 @@ TEST_CASE("the packed GEMM on row groups equals it on the rows") {
   std::vector<float> y(16 * 3), tables(1024);
   std::vector<uint8_t> buf(16 * 18 * 2), xa(3 * 36);
   CHECK(test::throws_with([&] { quant_gemm(DType::Q4_0, buf.data(), 64, xa.data(), 3, y.data(), 16, 16, nullptr, 0, true); },
-                          "need a type with row groups, whole groups and the packed kernel's tables"));
+                          "need a type with row groups, whole groups and the packed or lanes kernel's tables"));
   CHECK(test::throws_with([&] { quant_gemm(DType::Q4_0, buf.data(), 64, xa.data(), 3, y.data(), 20, 20, tables.data(), 0, true); },
                           "(20 rows)"));
   CHECK(test::throws_with([&] { quant_gemm(DType::Q3_K, buf.data(), 256, xa.data(), 3, y.data(), 16, 16, tables.data(), 0, true); },
@@ -174,11 +175,17 @@ TEST_CASE("the packed GEMM on row groups equals it on the rows") {
 }
 
 TEST_CASE("matvec and matmul on a row-group matrix") {
-  // matvec: row_group_dot's outputs. Batches: from 3 inputs the packed block
-  // GEMM, equal to it on the rows (inputs-in-lanes and few-input passes off); 2 inputs, or
-  // the packed kernel switched off: input by input, row_group_dot's outputs.
-  if (!quant_gemm_available(DType::Q4_0)) {
-    MESSAGE("SKIPPED: no AVX-512 VNNI here (row groups are laid out only where the block GEMM runs)");
+  // matvec: row_group_dot's outputs. Batches under AVX-512 VNNI: from 3
+  // inputs the packed block GEMM, equal to it on the rows (inputs-in-lanes
+  // and few-input passes off); 2 inputs, or the packed kernel switched off:
+  // input by input, row_group_dot's outputs. Under AVX2 (no AVX-512 VNNI):
+  // from kAvx2LanesMinInputs the 256-bit lanes kernel, equal to it on the
+  // rows and, for the 32-value types, whose terms come in the group matvec's
+  // order, to row_group_dot input by input; below that input by input.
+  const bool vnni = quant_gemm_available(DType::Q4_0);
+  const bool lanes8 = avx2_lanes_takes(DType::Q4_0, kAvx2LanesMinInputs);
+  if (!vnni && !lanes8) {
+    MESSAGE("SKIPPED: neither AVX-512 VNNI nor AVX2 here (row groups are laid out only where a block GEMM runs on them)");
     return;
   }
   std::mt19937 g(13);
@@ -192,7 +199,7 @@ TEST_CASE("matvec and matmul on a row-group matrix") {
     Matrix on_rows{w.data(), t, int64_t(rows), int64_t(cols)};
     Matrix grouped{packed.data(), t, int64_t(rows), int64_t(cols)};
     grouped.row_groups = true;
-    for (int64_t M : {1, 2, 3, 8, 16, 40}) {
+    for (int64_t M : {1, 2, 3, 5, 8, 16, 40}) {
       for (bool packed_kernel : {true, false}) {
         CAPTURE(M);
         CAPTURE(packed_kernel);
@@ -202,18 +209,22 @@ TEST_CASE("matvec and matmul on a row-group matrix") {
         set_quant_gemm_packed(packed_kernel);
         matmul(grouped, X.data(), M, y.data());
         set_quant_gemm_packed(true);
-        if (M >= 3 && packed_kernel) {
+        std::vector<float> per_input(size_t(M) * rows, -3.0f);
+        std::vector<uint8_t> xa(act_bytes(t, cols));
+        for (int64_t m = 0; m < M; ++m) {
+          quantize_activation(t, X.data() + m * cols, cols, xa.data());
+          row_group_dot(t, packed.data(), cols, xa.data(), per_input.data() + m * rows, rows / kRowGroup);
+        }
+        const bool from_rows = vnni ? M >= 3 && packed_kernel : M >= int64_t(kAvx2LanesMinInputs);
+        if (from_rows) {
           set_quant_gemm_lanes(false);
           set_quant_gemm_few(false);
           matmul(on_rows, X.data(), M, want.data());
           set_quant_gemm_few(true);
           set_quant_gemm_lanes(true);
+          if (!vnni && dtype_block_values(t) == 32) CHECK(y == per_input);
         } else {
-          std::vector<uint8_t> xa(act_bytes(t, cols));
-          for (int64_t m = 0; m < M; ++m) {
-            quantize_activation(t, X.data() + m * cols, cols, xa.data());
-            row_group_dot(t, packed.data(), cols, xa.data(), want.data() + m * rows, rows / kRowGroup);
-          }
+          want = per_input;
         }
         CHECK(y == want);
       }

@@ -14,6 +14,7 @@
 #include "kernels/machine/arm_features.h"
 #include "kernels/machine/cpu_features.h"
 #include "kernels/machine/isa_cap.h"
+#include "kernels/quant/row_groups.h"
 #include "kernels/quant/vec_dot_arm_dotprod.h"
 #include "kernels/quant/vec_dot_avxvnni.h"
 #include "kernels/simd_target.h"
@@ -53,6 +54,12 @@ int print_cpu(const char* isa) {
 #if defined(__x86_64__)
   std::printf("AVX-VNNI block kernels: %s\n", avxvnni_status());
 #endif
+  std::string grouped;
+  for (DType t : {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0, DType::IQ4_NL}) {
+    if (row_groups_chosen(t)) grouped += std::string(grouped.empty() ? "" : ", ") + dtype_name(t);
+  }
+  std::printf("row groups (decode matvec on 16 interleaved rows): %s\n",
+              grouped.empty() ? "none (every matrix in rows)" : grouped.c_str());
 #if defined(__aarch64__)
   // The x86 line above has nothing to say here; this is what the ARM core runs.
   std::printf("arm: %s\n", describe_arm_features(arm_features()).c_str());

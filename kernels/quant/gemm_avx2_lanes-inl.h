@@ -42,17 +42,18 @@ inline void StoreLanes(const __m256* acc, float* __restrict y, size_t ldy, size_
 }
 
 // A 32-value block's f32 steps for R rows: acc = fma(float(s), da * dw, acc),
-// then (Q4_1/Q5_1) acc = fma(mw, sa, acc); blk is the group's block.
+// then (Q4_1/Q5_1) acc = fma(mw, sa, acc); blk is the group's block, row r's
+// scales at dw[r * ds] and mw[r * ds].
 template <class Dec, size_t R>
-inline void Block32Steps(const uint32_t* blk, const __m256i* s, const float* dw, const float* mw, size_t nb, size_t i,
+inline void Block32Steps(const uint32_t* blk, const __m256i* s, const float* dw, const float* mw, size_t ds,
                          __m256* acc) {
   const __m256 da = _mm256_loadu_ps(reinterpret_cast<const float*>(blk + 64));
   for (size_t r = 0; r < R; ++r) {
-    acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[r]), _mm256_mul_ps(da, _mm256_set1_ps(dw[r * nb + i])), acc[r]);
+    acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[r]), _mm256_mul_ps(da, _mm256_set1_ps(dw[r * ds])), acc[r]);
   }
   if constexpr (Dec::kMin) {
     const __m256 sa = _mm256_loadu_ps(reinterpret_cast<const float*>(blk + 72));
-    for (size_t r = 0; r < R; ++r) acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(mw[r * nb + i]), sa, acc[r]);
+    for (size_t r = 0; r < R; ++r) acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(mw[r * ds]), sa, acc[r]);
   }
 }
 
@@ -71,11 +72,22 @@ inline void ForEachGroup(size_t rr, size_t M, Tile&& tile) {
   }
 }
 
-// R decoded rows (row r at u + r * us, its scales at dw/mw + r * nb) against
-// one group of 8 inputs (tab: the group's first block); outputs of the first
-// `lanes` inputs to y[c * ldy + r].
+// Where a tile's decoded values and scales lie: row r's quad q of block i at
+// u + r * row + i * block + q * quad (P planes: the second 32 bytes after the
+// first), its scales at dw[r * srow + i * sblock]. Decoded rows:
+// {us, 32 P, 4, nb, 1}; a tile decoded out of a row group (one plane):
+// {4, 128, 16, 1, 4}.
+struct Tile32Layout {
+  size_t row, block, quad, srow, sblock;
+};
+inline Tile32Layout RowsTile32(size_t us, size_t block, size_t nb) { return {us, block, 4, nb, 1}; }
+constexpr Tile32Layout kGroupTile32 = {4, 128, 16, 1, 4};
+
+// R decoded rows (laid out as L says) against one group of 8 inputs (tab:
+// the group's first block); outputs of the first `lanes` inputs to
+// y[c * ldy + r].
 template <class Op, class Dec, size_t R>
-__attribute__((noinline)) void Lanes8Tile(const uint8_t* __restrict u, size_t us, const float* __restrict dw,
+__attribute__((noinline)) void Lanes8Tile(const uint8_t* __restrict u, Tile32Layout L, const float* __restrict dw,
                                           const float* __restrict mw, size_t nb, const uint32_t* __restrict tab,
                                           float* __restrict y, size_t ldy, size_t lanes) {
   __m256 acc[R];
@@ -87,9 +99,9 @@ __attribute__((noinline)) void Lanes8Tile(const uint8_t* __restrict u, size_t us
     for (size_t r = 0; r < R; ++r) s[r] = corr;
     for (size_t k = 0; k < 8; ++k) {
       const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 8 * k));
-      for (size_t r = 0; r < R; ++r) s[r] = Op::Dot(s[r], Broadcast4(u + r * us + 32 * i + 4 * k), a);
+      for (size_t r = 0; r < R; ++r) s[r] = Op::Dot(s[r], Broadcast4(u + r * L.row + L.block * i + L.quad * k), a);
     }
-    Block32Steps<Dec, R>(blk, s, dw, mw, nb, i, acc);
+    Block32Steps<Dec, R>(blk, s, dw + L.sblock * i, mw + L.sblock * i, L.srow, acc);
   }
   StoreLanes<R>(acc, y, ldy, lanes);
 }
@@ -110,9 +122,85 @@ void Lanes8Rows(const uint8_t* rows, size_t cols, const float* tables, size_t M,
     for (size_t r = 0; r < rr; ++r)
       Lanes8DecodeRow<Dec>(rows + (r0 + r) * rb, nb, u + r * 32 * nb, dw + r * nb, mw + r * nb);
     ForEachGroup(rr, M, [&](auto r_count, size_t g, size_t lanes) {
-      Lanes8Tile<Op, Dec, decltype(r_count)::value>(u, 32 * nb, dw, mw, nb, tab + g * group_words, y + 8 * g * ldy + r0,
+      Lanes8Tile<Op, Dec, decltype(r_count)::value>(u, RowsTile32(32 * nb, 32, nb), dw, mw, nb, tab + g * group_words, y + 8 * g * ldy + r0,
                                                     ldy, lanes);
     });
+  }
+}
+
+// ---- 32-value blocks out of row groups (kernels/quant/row_groups.h) ----
+
+// The types whose groups have a tile decoder here (values in one plane).
+template <class Dec>
+constexpr bool kLanesGroups = std::is_same_v<Dec, VnniQ4_0> || std::is_same_v<Dec, VnniQ4_1> ||
+                                std::is_same_v<Dec, VnniQ5_0> || std::is_same_v<Dec, VnniQ5_1>;
+
+// Bytes 0x10 where the fifth bit of two lines' values is set: qh holds 4
+// rows' 32-bit qh words in both 128-bit lanes; the low lane's line is q, the
+// high lane's q + 1 (bits 4q .. 4q + 3 of each row, byte q / 2).
+inline __m256i FifthBitsTile(__m256i qh, int q) {
+  alignas(32) int8_t pick[32];
+  alignas(32) uint8_t bit[32];
+  for (int l = 0; l < 2; ++l) {
+    const int line = q + l;
+    for (int k = 0; k < 16; ++k) {
+      pick[16 * l + k] = static_cast<int8_t>(4 * (k / 4) + line / 2);
+      bit[16 * l + k] = static_cast<uint8_t>(1u << (4 * (line % 2) + k % 4));
+    }
+  }
+  const __m256i b = _mm256_load_si256(reinterpret_cast<const __m256i*>(bit));
+  const __m256i sel = _mm256_shuffle_epi8(qh, _mm256_load_si256(reinterpret_cast<const __m256i*>(pick)));
+  return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(sel, b), b), _mm256_set1_epi8(16));
+}
+
+// Rows [4 t, 4 t + 4) of the group at `group` decoded into u in the group
+// tile layout ({4, 128, 16, 1, 4}): word c of a block column holds quad c
+// (low nibbles) and 4 + c (high) of the 16 rows side by side, so the tile's
+// 16 bytes of two words make 32 bytes of quads c, c + 1 and 4 + c, 5 + c.
+template <class Dec>
+inline void DecodeGroupTile(const uint8_t* group, size_t nb, size_t t, uint8_t* u, float* dw, float* mw) {
+  using Block = typename Dec::Block;
+  constexpr size_t kHalves = Dec::kMin ? 2 : 1, kColumn = kRowGroup * sizeof(Block);
+  constexpr bool kFifth = std::is_same_v<Dec, VnniQ5_0> || std::is_same_v<Dec, VnniQ5_1>;
+  const __m256i low4 = _mm256_set1_epi8(0x0F);
+  for (size_t i = 0; i < nb; ++i) {
+    const uint8_t* column = group + i * kColumn;
+    _mm_prefetch(reinterpret_cast<const char*>(column + 2048), _MM_HINT_T0);
+    _mm_storeu_ps(dw + 4 * i, _mm_cvtph_ps(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(column + 8 * t))));
+    if constexpr (Dec::kMin) {
+      _mm_storeu_ps(mw + 4 * i, _mm_cvtph_ps(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(column + 32 + 8 * t))));
+    }
+    const uint8_t* words = column + 32 * kHalves + 16 * t;
+    const uint8_t* qs = words + (kFifth ? 64 : 0);
+    __m256i qh = _mm256_setzero_si256();
+    if constexpr (kFifth) qh = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(words)));
+    uint8_t* ub = u + 128 * i;
+    for (int c = 0; c < 4; c += 2) {
+      const __m256i v = _mm256_loadu2_m128i(reinterpret_cast<const __m128i*>(qs + 64 * (c + 1)),
+                                            reinterpret_cast<const __m128i*>(qs + 64 * c));
+      __m256i lo = _mm256_and_si256(v, low4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), low4);
+      if constexpr (kFifth) {
+        lo = _mm256_or_si256(lo, FifthBitsTile(qh, c));
+        hi = _mm256_or_si256(hi, FifthBitsTile(qh, 4 + c));
+      }
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(ub + 16 * c), lo);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(ub + 16 * (4 + c)), hi);
+    }
+  }
+}
+
+// n_rows (whole groups) at `groups`: each group's four 4-row tiles decoded
+// out of it in turn (scratch as the rows' kernels), then
+// tile(u, dw, mw, nb, R, input group g, first row, lanes) for every group of inputs.
+template <class Dec, class Tile>
+void LanesGroups32(const uint8_t* groups, size_t cols, size_t M, size_t n_rows, uint8_t* scratch, Tile&& tile) {
+  const size_t nb = cols / 32, gb = kRowGroup * nb * sizeof(typename Dec::Block);
+  uint8_t* u = scratch;
+  float* dw = reinterpret_cast<float*>(scratch + kLanes8Rows * 32 * nb);
+  float* mw = dw + kLanes8Rows * nb;
+  for (size_t r0 = 0; r0 < n_rows; r0 += kLanes8Rows) {
+    DecodeGroupTile<Dec>(groups + r0 / kRowGroup * gb, nb, r0 % kRowGroup / kLanes8Rows, u, dw, mw);
+    ForEachGroup(kLanes8Rows, M, [&](auto r_count, size_t g, size_t lanes) { tile(u, dw, mw, nb, r_count, g, r0, lanes); });
   }
 }
 
@@ -277,6 +365,26 @@ bool WithLanesDecoder(DType t, F&& f) {
     case DType::IQ4_XS: f(DecTag<VnniIQ4_XS>{}); return true;
     default: return false;
   }
+}
+
+// The kernel on row groups of the types with a tile decoder; false for the others.
+template <class Op>
+bool Lanes8GroupsKernel(DType t, const uint8_t* groups, size_t cols, const float* tables, size_t M, float* y,
+                        size_t ldy, size_t n_rows, uint8_t* scratch) {
+  bool done = false;
+  WithLanesDecoder(t, [&](auto tag) {
+    using Dec = typename decltype(tag)::type;
+    if constexpr (kLanesGroups<Dec>) {
+      LanesGroups32<Dec>(groups, cols, M, n_rows, scratch, [&](const uint8_t* u, const float* dw, const float* mw,
+                                                               size_t nb, auto r_count, size_t g, size_t r0, size_t lanes) {
+        Lanes8Tile<Op, Dec, decltype(r_count)::value>(u, kGroupTile32, dw, mw, nb,
+                                                      reinterpret_cast<const uint32_t*>(tables) + g * nb * kLanes8BlockWords,
+                                                      y + 8 * g * ldy + r0, ldy, lanes);
+      });
+      done = true;
+    }
+  });
+  return done;
 }
 
 template <class Op>

@@ -11,6 +11,7 @@
 #include "kernels/error.h"
 #include "kernels/machine/cpu_features.h"
 #include "kernels/quant/blocks.h"
+#include "kernels/quant/row_groups.h"
 #include "kernels/quant/vec_dot.h"
 #include "kernels/quant/vec_dot_avxvnni.h"
 
@@ -272,19 +273,38 @@ void avx2_lanes_tables(DType t, const void* xa, size_t cols, size_t M, float* ta
 }
 
 void avx2_lanes_gemm(DType t, const void* rows, size_t cols, const float* tables, size_t M, float* y, size_t ldy,
-                     size_t n_rows, Avx2LanesOp op) {
+                     size_t n_rows, Avx2LanesOp op, bool row_groups) {
   check(t, cols, ldy, n_rows, M, "avx2_lanes_gemm");
   QKV_CHECK(avx2_lanes_op_runs(op, t), "avx2_lanes_gemm: this CPU cannot run the ",
             op == Avx2LanesOp::kVex ? "AVX-VNNI" : op == Avx2LanesOp::kMaddubs ? "AVX2 vpmaddubsw" : "emulated AVX-VNNI",
             " op on ", dtype_name(t));
+  QKV_CHECK(!row_groups || (row_groups_layout(t) && n_rows % kRowGroup == 0), "avx2_lanes_gemm: ", n_rows,
+            " rows of ", dtype_name(t), " are not whole row groups");
   if (M == 0 || n_rows == 0) return;
   static thread_local std::vector<uint8_t> scratch;
   scratch.resize(detail::avx2_lanes_scratch_bytes(cols));
+  auto run = [&](const uint8_t* w, size_t n, float* out) {
+    if (op == Avx2LanesOp::kVex) {
+      detail::avx2_lanes_vex_kernel(t, w, cols, tables, M, out, ldy, n, scratch.data());
+    } else {
+      detail::avx2_lanes_avx2_kernel(t, w, cols, tables, M, out, ldy, n, scratch.data(), op == Avx2LanesOp::kMaddubs);
+    }
+  };
   const auto* w = static_cast<const uint8_t*>(rows);
-  if (op == Avx2LanesOp::kVex) {
-    detail::avx2_lanes_vex_kernel(t, w, cols, tables, M, y, ldy, n_rows, scratch.data());
-  } else {
-    detail::avx2_lanes_avx2_kernel(t, w, cols, tables, M, y, ldy, n_rows, scratch.data(), op == Avx2LanesOp::kMaddubs);
+  if (!row_groups) return run(w, n_rows, y);
+  const bool done = op == Avx2LanesOp::kVex
+                        ? detail::avx2_lanes_vex_groups_kernel(t, w, cols, tables, M, y, ldy, n_rows, scratch.data())
+                        : detail::avx2_lanes_avx2_groups_kernel(t, w, cols, tables, M, y, ldy, n_rows, scratch.data(),
+                                                                op == Avx2LanesOp::kMaddubs);
+  if (done) return;
+  // Other types (none that models lay out in groups on these CPUs, row_groups_chosen):
+  // a group's 16 rows back in rows, then the rows' kernel on them.
+  static thread_local std::vector<uint8_t> unpacked;
+  const size_t group_bytes = kRowGroup * dtype_row_bytes(t, cols);
+  unpacked.resize(group_bytes);
+  for (size_t r = 0; r < n_rows; r += kRowGroup) {
+    unpack_row_groups(t, w + r / kRowGroup * group_bytes, kRowGroup, cols, unpacked.data());
+    run(unpacked.data(), kRowGroup, y + r);
   }
 }
 

@@ -73,10 +73,13 @@ size_t avx2_lanes_table_floats(DType t, size_t cols);
 void avx2_lanes_tables(DType t, const void* xa, size_t cols, size_t M, float* tables);
 
 // y[m * ldy + r] for n_rows rows and M inputs laid out by avx2_lanes_tables
-// (tables at a group's start). Throws qkv::Error on a type without the
-// kernel, a bad column count or stride, or an op this CPU cannot run.
+// (tables at a group's start). With row_groups, rows holds whole row groups
+// (kernels/quant/row_groups.h), each taken back to rows in L1 before its
+// tiles: the same outputs. Throws qkv::Error on a type without the kernel, a
+// bad column count or stride, rows that are not whole groups, or an op this
+// CPU cannot run.
 void avx2_lanes_gemm(DType t, const void* rows, size_t cols, const float* tables, size_t M, float* y, size_t ldy,
-                     size_t n_rows, Avx2LanesOp op);
+                     size_t n_rows, Avx2LanesOp op, bool row_groups = false);
 // The same outputs from the activation blocks in plain C++ (the reference).
 void avx2_lanes_gemm_scalar(DType t, const void* rows, size_t cols, const void* xa, size_t M, float* y, size_t ldy,
                             size_t n_rows);
@@ -90,6 +93,13 @@ void avx2_lanes_vex_kernel(DType t, const uint8_t* rows, size_t cols, const floa
                            size_t ldy, size_t n_rows, uint8_t* scratch);
 void avx2_lanes_avx2_kernel(DType t, const uint8_t* rows, size_t cols, const float* tables, size_t M, float* y,
                             size_t ldy, size_t n_rows, uint8_t* scratch, bool maddubs);
+// The kernels on row groups (n_rows whole groups) of Q4_0, Q4_1, Q5_0 and
+// Q5_1, each 4-row tile decoded straight out of its group; false for the
+// other types (avx2_lanes_gemm unpacks their groups first).
+bool avx2_lanes_vex_groups_kernel(DType t, const uint8_t* groups, size_t cols, const float* tables, size_t M, float* y,
+                                  size_t ldy, size_t n_rows, uint8_t* scratch);
+bool avx2_lanes_avx2_groups_kernel(DType t, const uint8_t* groups, size_t cols, const float* tables, size_t M, float* y,
+                                   size_t ldy, size_t n_rows, uint8_t* scratch, bool maddubs);
 
 }  // namespace detail
 }  // namespace qkv

@@ -63,23 +63,24 @@ inline void StorePlanes(__m256i u, uint8_t* p, size_t plane = 32) {
 inline void KeepInRegister(__m256i& v) { asm("" : "+x"(v)); }
 
 // int16 sums of N quads of R rows (row r's plane at u + r * us, quad q at
-// 4 q) against the activation registers at act (8 words a quad).
+// q * qs) against the activation registers at act (8 words a quad).
 template <size_t R, size_t N>
-inline void PairSums16(const uint8_t* __restrict u, size_t us, const uint32_t* __restrict act, __m256i* h) {
+inline void PairSums16(const uint8_t* __restrict u, size_t us, const uint32_t* __restrict act, __m256i* h,
+                       size_t qs = 4) {
   for (size_t r = 0; r < R; ++r) h[r] = _mm256_setzero_si256();
   _Pragma("GCC unroll 8") for (size_t q = 0; q < N; ++q) {
     const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(act + 8 * q));
     for (size_t r = 0; r < R; ++r) {
-      h[r] = _mm256_add_epi16(h[r], _mm256_maddubs_epi16(Broadcast4(u + r * us + 4 * q), a));
+      h[r] = _mm256_add_epi16(h[r], _mm256_maddubs_epi16(Broadcast4(u + r * us + q * qs), a));
       KeepInRegister(h[r]);
     }
   }
 }
 
-// ---- 32-value blocks: row r's block i at u + r * us + 32 P i (P planes) ----
+// ---- 32-value blocks ----
 
 template <class Dec, size_t R>
-__attribute__((noinline)) void MaddubsTile32(const uint8_t* __restrict u, size_t us, const float* __restrict dw,
+__attribute__((noinline)) void MaddubsTile32(const uint8_t* __restrict u, Tile32Layout L, const float* __restrict dw,
                                              const float* __restrict mw, size_t nb, const uint32_t* __restrict tab,
                                              float* __restrict y, size_t ldy, size_t lanes) {
   using Plan = MaddubsPlan<Dec>;
@@ -88,22 +89,22 @@ __attribute__((noinline)) void MaddubsTile32(const uint8_t* __restrict u, size_t
   for (size_t r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
   for (size_t i = 0; i < nb; ++i) {
     const uint32_t* blk = tab + i * kLanes8BlockWords;
-    const uint8_t* ub = u + 32 * Plan::kPlanes * i;
+    const uint8_t* ub = u + L.block * i;
     __m256i s[R];
     for (size_t r = 0; r < R; ++r) s[r] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 80));
     constexpr size_t N = Plan::kChunk < 8 ? Plan::kChunk : 8;
     static_assert(8 % N == 0, "whole chunks per block");
     for (size_t q0 = 0; q0 < 8; q0 += N) {
       __m256i h[R];
-      PairSums16<R, N>(ub + 4 * q0, us, blk + 8 * q0, h);
+      PairSums16<R, N>(ub + L.quad * q0, L.row, blk + 8 * q0, h, L.quad);
       for (size_t r = 0; r < R; ++r)
         s[r] = _mm256_add_epi32(s[r], _mm256_madd_epi16(h[r], Plan::kSplit ? sixteen : one));
       if constexpr (Plan::kSplit) {
-        PairSums16<R, N>(ub + 32 + 4 * q0, us, blk + 8 * q0, h);
+        PairSums16<R, N>(ub + 32 + L.quad * q0, L.row, blk + 8 * q0, h, L.quad);
         for (size_t r = 0; r < R; ++r) s[r] = _mm256_add_epi32(s[r], _mm256_madd_epi16(h[r], one));
       }
     }
-    Block32Steps<Dec, R>(blk, s, dw, mw, nb, i, acc);
+    Block32Steps<Dec, R>(blk, s, dw + L.sblock * i, mw + L.sblock * i, L.srow, acc);
   }
   StoreLanes<R>(acc, y, ldy, lanes);
 }
@@ -130,10 +131,22 @@ void MaddubsRows32(const uint8_t* rows, size_t cols, const float* tables, size_t
       }
     }
     ForEachGroup(rr, M, [&](auto r_count, size_t g, size_t lanes) {
-      MaddubsTile32<Dec, decltype(r_count)::value>(u, us, dw, mw, nb, tab + g * group_words, y + 8 * g * ldy + r0, ldy,
-                                                   lanes);
+      MaddubsTile32<Dec, decltype(r_count)::value>(u, RowsTile32(us, 32 * P, nb), dw, mw, nb, tab + g * group_words,
+                                                   y + 8 * g * ldy + r0, ldy, lanes);
     });
   }
+}
+
+template <class Dec>
+void MaddubsGroups32(const uint8_t* groups, size_t cols, const float* tables, size_t M, float* y, size_t ldy,
+                     size_t n_rows, uint8_t* scratch) {
+  static_assert(MaddubsPlan<Dec>::kPlanes == 1, "one plane");
+  LanesGroups32<Dec>(groups, cols, M, n_rows, scratch, [&](const uint8_t* u, const float* dw, const float* mw,
+                                                           size_t nb, auto r_count, size_t g, size_t r0, size_t lanes) {
+    MaddubsTile32<Dec, decltype(r_count)::value>(u, kGroupTile32, dw, mw, nb,
+                                                 reinterpret_cast<const uint32_t*>(tables) + g * nb * kLanes8BlockWords,
+                                                 y + 8 * g * ldy + r0, ldy, lanes);
+  });
 }
 
 // ---- 256-value super-blocks: row r's super-block i at u + r * us + 256 P i

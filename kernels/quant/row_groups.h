@@ -54,9 +54,18 @@ void row_group_row(DType t, const void* groups, size_t cols, size_t r, void* row
 
 // y[16 g + r] = dot(row r of group g, xa) for n_groups groups at `groups`
 // (each kRowGroup * dtype_row_bytes(t, cols) bytes); xa from
-// quantize_activation(t, ...). AVX-512 VNNI where the CPU has it, else the
-// scalar kernel; both give the same results (kernels/quant/vec_dot.cc).
+// quantize_activation(t, ...). AVX-512 VNNI where the CPU has it, else AVX2
+// for Q4_0, Q4_1, Q5_0 and Q5_1 (row_groups_avx2-inl.h), else the scalar
+// kernel; all give the same results (kernels/quant/vec_dot.cc).
 void row_group_dot(DType t, const void* groups, size_t cols, const void* xa, float* y, size_t n_groups);
+// Whether row_group_dot has a SIMD kernel for t on this CPU (under the ISA cap).
+bool row_group_dot_simd(DType t);
+// Whether models lay t's matrices out in row groups on this CPU: a 32-value
+// type (the K-quants' group matvec is slower than their row kernel from
+// DRAM, docs/design.md) whose group matvec has a SIMD kernel and whose
+// batches one on groups (AVX-512 VNNI's packed GEMM, or the 256-bit
+// inputs-in-lanes kernel).
+bool row_groups_chosen(DType t);
 // The scalar kernel on any CPU (the reference for the SIMD one).
 void row_group_dot_scalar(DType t, const void* groups, size_t cols, const void* xa, float* y, size_t n_groups);
 

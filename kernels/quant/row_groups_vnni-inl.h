@@ -91,19 +91,6 @@ struct GroupDecoder {
   }
 };
 
-// The activation's per-block terms, once per call: da (f32 of d), sa (Q8_1:
-// f32 of s) and corr = -offset * (the block's byte sum).
-struct GroupAct {
-  std::vector<float> da, sa;
-  std::vector<int32_t> corr;
-};
-
-// G groups (group g at w + g * spacing * gstride, its outputs at y + g *
-// spacing * kRowGroup) against the activation a: per block
-// column and group, 8 vpdpbusd of the lines against the activation's words
-// (broadcast) in two chains from corr, then
-//   acc = fma(float(isum), dw * da, acc)  [+ fma(mw, sa, acc)],
-// row_group_dot's arithmetic (kernels/quant/row_groups.h).
 template <class Dec, size_t G>
 QKV_GROUP_TARGET void GroupsVnni(const uint8_t* HWY_RESTRICT w, size_t gstride, size_t spacing, size_t nb,
                                  const typename Dec::Act* HWY_RESTRICT a, const GroupAct& act, float* HWY_RESTRICT y) {
@@ -137,40 +124,13 @@ QKV_GROUP_TARGET void GroupsVnni(const uint8_t* HWY_RESTRICT w, size_t gstride, 
 }
 
 // n_groups groups at `groups` (gstride bytes each) in passes of S groups,
-// kernel(integral_constant G, w, spacing, y): the groups split into S runs of
-// q = n_groups / S consecutive groups, pass k taking group k of each run
-// (spacing q), then the n_groups % S left one at a time. A run is one
-// address range, so each stream's prefetch runs on into its next group;
-// passes over S consecutive groups left the first prefetch distance of each
-// group but the first to demand misses. Zen 5 guest, passes of 2 groups,
-// bench_linear '^matvec_row_groups/(q4_0|q5_0)/(5632x2048|2048x5632)/2',
-// GB/s runs / consecutive: Q4_0 50-56 / 42-51, Q5_0 49-54 / 39-48 (one
-// thread: 27-28 / 25-27, 28-29 / 23-25); four runs measured the same as two.
-template <size_t S, class Kernel>
-HWY_INLINE void GroupStreams(const uint8_t* groups, size_t gstride, size_t n_groups, float* y, const Kernel& kernel) {
-  const size_t q = n_groups / S;
-  for (size_t k = 0; k < q; ++k) kernel(std::integral_constant<size_t, S>(), groups + k * gstride, q, y + k * kRowGroup);
-  for (size_t g = S * q; g < n_groups; ++g) {
-    kernel(std::integral_constant<size_t, 1>(), groups + g * gstride, 1, y + g * kRowGroup);
-  }
-}
-
 template <class Dec>
 QKV_GROUP_TARGET void GroupDotType(const uint8_t* groups, size_t cols, const void* xa, float* y, size_t n_groups) {
   using A = typename Dec::Act;
   const size_t nb = cols / 32, gstride = nb * GroupDecoder<Dec>::kColumnBytes;
   const auto* a = static_cast<const A*>(xa);
   static thread_local GroupAct act;
-  act.da.resize(nb);
-  act.sa.resize(nb);
-  act.corr.resize(nb);
-  for (size_t i = 0; i < nb; ++i) {
-    act.da[i] = HalfAt(reinterpret_cast<const uint8_t*>(a + i) + offsetof(A, d));
-    if constexpr (Dec::kMin) act.sa[i] = HalfAt(reinterpret_cast<const uint8_t*>(a + i) + offsetof(A, s));
-    int32_t sum = 0;
-    for (size_t k = 0; k < 32; ++k) sum += a[i].qs[k];
-    act.corr[i] = -Dec::kOffset * sum;
-  }
+  act.Prepare<Dec::kMin>(a, nb, Dec::kOffset);
   // Two groups a pass: two weight streams, and independent chains.
   GroupStreams<2>(groups, gstride, n_groups, y, [&](auto G, const uint8_t* w, size_t spacing, float* yg) {
     GroupsVnni<Dec, decltype(G)::value>(w, gstride, spacing, nb, a, act, yg);

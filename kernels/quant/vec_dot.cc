@@ -311,6 +311,52 @@ HWY_INLINE float DotRow(DType t, const uint8_t* row, size_t cols, const void* xa
   }
 }
 
+// ---- Row groups' matvec (row_groups_vnni-inl.h, row_groups_avx2-inl.h) ----
+
+// The activation's per-block terms, once per call: da (f32 of d), sa (Q8_1:
+// f32 of s) and corr = -offset * (the block's byte sum).
+struct GroupAct {
+  std::vector<float> da, sa;
+  std::vector<int32_t> corr;
+  template <bool kMin, class A>
+  void Prepare(const A* a, size_t nb, int offset) {
+    da.resize(nb);
+    sa.resize(nb);
+    corr.resize(nb);
+    for (size_t i = 0; i < nb; ++i) {
+      da[i] = H(a[i].d);
+      if constexpr (kMin) sa[i] = H(a[i].s);
+      int32_t sum = 0;
+      for (size_t k = 0; k < 32; ++k) sum += a[i].qs[k];
+      corr[i] = -offset * sum;
+    }
+  }
+};
+
+// G groups (group g at w + g * spacing * gstride, its outputs at y + g *
+// spacing * kRowGroup) against the activation a: per block
+// column and group, 8 vpdpbusd of the lines against the activation's words
+// (broadcast) in two chains from corr, then
+//   acc = fma(float(isum), dw * da, acc)  [+ fma(mw, sa, acc)],
+// row_group_dot's arithmetic (kernels/quant/row_groups.h).
+// kernel(integral_constant G, w, spacing, y): the groups split into S runs of
+// q = n_groups / S consecutive groups, pass k taking group k of each run
+// (spacing q), then the n_groups % S left one at a time. A run is one
+// address range, so each stream's prefetch runs on into its next group;
+// passes over S consecutive groups left the first prefetch distance of each
+// group but the first to demand misses. Zen 5 guest, passes of 2 groups,
+// bench_linear '^matvec_row_groups/(q4_0|q5_0)/(5632x2048|2048x5632)/2',
+// GB/s runs / consecutive: Q4_0 50-56 / 42-51, Q5_0 49-54 / 39-48 (one
+// thread: 27-28 / 25-27, 28-29 / 23-25); four runs measured the same as two.
+template <size_t S, class Kernel>
+HWY_INLINE void GroupStreams(const uint8_t* groups, size_t gstride, size_t n_groups, float* y, const Kernel& kernel) {
+  const size_t q = n_groups / S;
+  for (size_t k = 0; k < q; ++k) kernel(std::integral_constant<size_t, S>(), groups + k * gstride, q, y + k * kRowGroup);
+  for (size_t g = S * q; g < n_groups; ++g) {
+    kernel(std::integral_constant<size_t, 1>(), groups + g * gstride, 1, y + g * kRowGroup);
+  }
+}
+
 #if HWY_TARGET == HWY_AVX3_DL
 #include "kernels/quant/vec_dot_vnni-inl.h"
 #include "kernels/quant/row_groups_vnni-inl.h"
@@ -325,6 +371,7 @@ HWY_INLINE float DotRow(DType t, const uint8_t* row, size_t cols, const void* xa
 #elif HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3
 #include "kernels/quant/vec_dot_hwy-inl.h"
 #include "kernels/quant/gemm_hwy-inl.h"
+#include "kernels/quant/row_groups_avx2-inl.h"
 #undef QKV_UNROLL
 #endif
 
@@ -415,6 +462,8 @@ HWY_INLINE void GroupDotScalarK(DType t, const uint8_t* groups, size_t cols, con
 void GroupDot(DType t, const void* groups, size_t cols, const void* xa, float* y, size_t n_groups, bool simd) {
 #if HWY_TARGET == HWY_AVX3_DL
   if (simd && GroupDotVnni(t, groups, cols, xa, y, n_groups)) return;
+#elif HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3
+  if (simd && GroupDotAvx2(t, groups, cols, xa, y, n_groups)) return;
 #else
   (void)simd;
 #endif
@@ -431,6 +480,18 @@ void GroupDot(DType t, const void* groups, size_t cols, const void* xa, float* y
     case DType::Q6_K: return GroupDotScalarK<BlockQ6_K>(t, w, cols, xa, y, n_groups);
     default: return;  // row_group_dot checks the type
   }
+}
+
+// Whether GroupDot has a SIMD kernel for t on this target.
+bool HasGroupDot(DType t) {
+#if HWY_TARGET == HWY_AVX3_DL
+  return row_groups_layout(t);
+#elif HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3
+  return Avx2GroupType(t);
+#else
+  (void)t;
+  return false;
+#endif
 }
 
 // The batched GEMM (kernels/quant/gemm_vnni-inl.h, or with tables
@@ -515,6 +576,7 @@ HWY_EXPORT(GemmName);
 HWY_EXPORT(GemmTables);
 HWY_EXPORT(GemmTableFloats);
 HWY_EXPORT(GroupDot);
+HWY_EXPORT(HasGroupDot);
 
 ActType act_type(DType t) {
   switch (t) {
@@ -592,6 +654,13 @@ void row_group_dot_scalar(DType t, const void* groups, size_t cols, const void* 
   HWY_DYNAMIC_DISPATCH(GroupDot)(t, groups, cols, xa, y, n_groups, false);
 }
 
+bool row_group_dot_simd(DType t) { return HWY_DYNAMIC_DISPATCH(HasGroupDot)(t); }
+
+bool row_groups_chosen(DType t) {
+  return row_groups_layout(t) && dtype_block_values(t) == 32 && row_group_dot_simd(t) &&
+         (quant_gemm_available(t) || avx2_lanes_takes(t, kAvx2LanesMinInputs));
+}
+
 bool quant_gemm_available(DType t) { return HWY_DYNAMIC_DISPATCH(HasGemm)(t); }
 
 bool quant_gemm_rows_available(DType t) { return avxvnni_takes(t) || HWY_DYNAMIC_DISPATCH(HasRowsGemm)(t); }
@@ -664,7 +733,7 @@ void quant_gemm(DType t, const void* rows, size_t cols, const void* xa, size_t M
   if (row_groups) {
     QKV_CHECK(row_groups_layout(t) && tables != nullptr && n_rows % kRowGroup == 0, "quant_gemm: row groups of ",
               dtype_name(t), " (", n_rows, " rows", tables == nullptr ? ", no tables" : "",
-              ") need a type with row groups, whole groups and the packed kernel's tables");
+              ") need a type with row groups, whole groups and the packed or lanes kernel's tables");
   }
   const bool lanes = !row_groups && tables != nullptr && quant_gemm_lanes(t, batch);
   QKV_CHECK(!lanes || M == batch, "quant_gemm: ", M, " of a batch of ", batch,
@@ -673,8 +742,8 @@ void quant_gemm(DType t, const void* rows, size_t cols, const void* xa, size_t M
   if (tables == nullptr && !row_groups && arm_dotprod_gemm_takes(t) &&
       arm_dotprod_gemm(t, rows, cols, xa, M, y, ldy, n_rows)) return;
   Avx2LanesOp lanes8_op;
-  if (tables != nullptr && !row_groups && avx2_lanes_takes(t, batch, &lanes8_op)) {
-    avx2_lanes_gemm(t, rows, cols, tables, M, y, ldy, n_rows, lanes8_op);
+  if (tables != nullptr && avx2_lanes_takes(t, batch, &lanes8_op)) {
+    avx2_lanes_gemm(t, rows, cols, tables, M, y, ldy, n_rows, lanes8_op, row_groups);
     return;
   }
   if (tables == nullptr && !row_groups && avxvnni_takes(t) && avxvnni_gemm(t, rows, cols, xa, M, y, ldy, n_rows)) return;

@@ -11,6 +11,7 @@
 
 #include "kernels/quant/blocks.h"
 #include "kernels/quant/gemm_avx2_lanes.h"
+#include "kernels/quant/row_groups.h"
 #include "kernels/quant/vec_dot_avxvnni.h"
 
 #if defined(__x86_64__)
@@ -64,6 +65,20 @@ void detail::avx2_lanes_avx2_kernel(DType t, const uint8_t* rows, size_t cols, c
   }
 }
 
+bool detail::avx2_lanes_avx2_groups_kernel(DType t, const uint8_t* groups, size_t cols, const float* tables, size_t M,
+                                           float* y, size_t ldy, size_t n_rows, uint8_t* scratch, bool maddubs) {
+  if (!maddubs) return Lanes8GroupsKernel<EmulatedDot>(t, groups, cols, tables, M, y, ldy, n_rows, scratch);
+  bool done = false;
+  WithLanesDecoder(t, [&](auto tag) {
+    using Dec = typename decltype(tag)::type;
+    if constexpr (kLanesGroups<Dec>) {
+      MaddubsGroups32<Dec>(groups, cols, tables, M, y, ldy, n_rows, scratch);
+      done = true;
+    }
+  });
+  return done;
+}
+
 bool detail::avxvnni_emulated_kernel(DType t, const void* rows, size_t cols, const AvxVnniInput* in, size_t M,
                                      float* y, size_t ldy, size_t n_rows) {
   return RunKernel<EmulatedDot>(t, rows, cols, in, M, y, ldy, n_rows);
@@ -95,5 +110,10 @@ void qkv::detail::avxvnni_emulated_dot(const uint8_t*, const int8_t*, int32_t*) 
 
 void qkv::detail::avx2_lanes_avx2_kernel(DType, const uint8_t*, size_t, const float*, size_t, float*, size_t, size_t,
                                          uint8_t*, bool) {}
+
+bool qkv::detail::avx2_lanes_avx2_groups_kernel(DType, const uint8_t*, size_t, const float*, size_t, float*, size_t,
+                                                size_t, uint8_t*, bool) {
+  return false;
+}
 
 #endif

@@ -10,6 +10,7 @@
 
 #include "kernels/quant/blocks.h"
 #include "kernels/quant/gemm_avx2_lanes.h"
+#include "kernels/quant/row_groups.h"
 #include "kernels/quant/vec_dot_avxvnni.h"
 
 #if defined(__x86_64__)
@@ -44,6 +45,11 @@ void detail::avx2_lanes_vex_kernel(DType t, const uint8_t* rows, size_t cols, co
   Lanes8Kernel<VexDot>(t, rows, cols, tables, M, y, ldy, n_rows, scratch);
 }
 
+bool detail::avx2_lanes_vex_groups_kernel(DType t, const uint8_t* groups, size_t cols, const float* tables, size_t M,
+                                          float* y, size_t ldy, size_t n_rows, uint8_t* scratch) {
+  return Lanes8GroupsKernel<VexDot>(t, groups, cols, tables, M, y, ldy, n_rows, scratch);
+}
+
 void detail::avxvnni_vex_dot(const uint8_t* u, const int8_t* a, int32_t* acc) {
   const __m256i sum = VexDot::Dot(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(acc)),
                                  _mm256_loadu_si256(reinterpret_cast<const __m256i*>(u)),
@@ -69,5 +75,10 @@ void qkv::detail::avxvnni_vex_dot(const uint8_t*, const int8_t*, int32_t*) {}
 
 void qkv::detail::avx2_lanes_vex_kernel(DType, const uint8_t*, size_t, const float*, size_t, float*, size_t, size_t,
                                         uint8_t*) {}
+
+bool qkv::detail::avx2_lanes_vex_groups_kernel(DType, const uint8_t*, size_t, const float*, size_t, float*, size_t,
+                                               size_t, uint8_t*) {
+  return false;
+}
 
 #endif

@@ -61,7 +61,7 @@ const char* kBenchUsage =
     "  --untied                synthetic: a separate output matrix (default: tied to the embedding)\n"
     "  --arch A                synthetic: the model family (llama (default), qwen2, qwen3, phi3, gemma, gemma2, gemma3)\n"
     "  --no-row-groups         keep 32-value block weights (Q4_0 ... Q8_0, IQ4_NL) in rows (default: 16-row groups\n"
-    "                          where the CPU has AVX-512 VNNI; for comparison)\n"
+    "                          where the CPU has AVX-512 VNNI, Q4_0 ... Q5_1 where it has AVX2; for comparison)\n"
     "  --huge-pages            copy the weights into memory advised for transparent huge pages first\n"
     "                          (diagnostic: peak RSS then counts the weights twice)\n"
     "  --kv-type T             KV cache type: f32, f16 (default), bf16, q8_0\n"
