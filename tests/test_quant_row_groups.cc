@@ -15,6 +15,7 @@
 
 #include "kernels/dtype.h"
 #include "kernels/linear.h"
+#include "kernels/linear_internal.h"
 #include "kernels/quant/gemm_avx2_lanes.h"
 #include "kernels/quant/row_groups.h"
 #include "kernels/quant/vec_dot.h"
@@ -207,6 +208,9 @@ TEST_CASE("matvec and matmul on a row-group matrix") {
         for (auto& v : X) v = nd(g);
         std::vector<float> y(size_t(M) * rows, -1.0f), want(size_t(M) * rows, -2.0f);
         set_quant_gemm_packed(packed_kernel);
+        // Whether the block GEMM takes the batch (in a build without the
+        // AVX2 target the lanes kernel runs but rows take no block GEMM).
+        const bool gemm = detail::matmul_takes_block_gemm(grouped, M);
         matmul(grouped, X.data(), M, y.data());
         set_quant_gemm_packed(true);
         std::vector<float> per_input(size_t(M) * rows, -3.0f);
@@ -215,8 +219,9 @@ TEST_CASE("matvec and matmul on a row-group matrix") {
           quantize_activation(t, X.data() + m * cols, cols, xa.data());
           row_group_dot(t, packed.data(), cols, xa.data(), per_input.data() + m * rows, rows / kRowGroup);
         }
-        const bool from_rows = vnni ? M >= 3 && packed_kernel : M >= int64_t(kAvx2LanesMinInputs);
-        if (from_rows) {
+        CHECK(gemm == (vnni ? M >= 3 && packed_kernel : M >= int64_t(kAvx2LanesMinInputs) &&
+                                                             detail::block_gemm_type(t, M)));
+        if (gemm) {
           set_quant_gemm_lanes(false);
           set_quant_gemm_few(false);
           matmul(on_rows, X.data(), M, want.data());
