@@ -122,8 +122,8 @@ void Lanes8Rows(const uint8_t* rows, size_t cols, const float* tables, size_t M,
     for (size_t r = 0; r < rr; ++r)
       Lanes8DecodeRow<Dec>(rows + (r0 + r) * rb, nb, u + r * 32 * nb, dw + r * nb, mw + r * nb);
     ForEachGroup(rr, M, [&](auto r_count, size_t g, size_t lanes) {
-      Lanes8Tile<Op, Dec, decltype(r_count)::value>(u, RowsTile32(32 * nb, 32, nb), dw, mw, nb, tab + g * group_words, y + 8 * g * ldy + r0,
-                                                    ldy, lanes);
+      Lanes8Tile<Op, Dec, decltype(r_count)::value>(u, RowsTile32(32 * nb, 32, nb), dw, mw, nb, tab + g * group_words,
+                                                    y + 8 * g * ldy + r0, ldy, lanes);
     });
   }
 }
